@@ -1,0 +1,55 @@
+// nn::Module: a tree of named parameters and child modules with stable dotted names.
+//
+// Names such as "blocks.3.attn.qkv.weight" are the contract used by checkpoints, exports
+// and the PyTorch parity fixture, so they never depend on the parallel layout.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "braid/core/tensor.h"
+
+namespace braid::nn {
+
+using NamedTensors = std::vector<std::pair<std::string, Tensor>>;
+
+class Module {
+ public:
+  virtual ~Module() = default;
+
+  // Every parameter of this module and its children, depth first, registration order.
+  NamedTensors named_parameters() const;
+  std::vector<Tensor> parameters() const;
+  const std::vector<std::pair<std::string, std::shared_ptr<Module>>>& children() const {
+    return children_;
+  }
+  int64_t num_parameters() const;
+
+  // Name -> tensor (shares storage with the parameters).
+  std::map<std::string, Tensor> state_dict() const;
+  // Copies values in; with `strict`, a missing or unexpected name or a shape mismatch throws
+  // naming the tensor.
+  void load_state_dict(const std::map<std::string, Tensor>& state, bool strict = true);
+
+  // Sets every existing gradient to zero in place (buffers stay, so views into flat
+  // gradient buckets stay valid).
+  void zero_grad();
+
+ protected:
+  Tensor& register_parameter(std::string name, Tensor value);
+  template <class M>
+  std::shared_ptr<M> register_module(std::string name, std::shared_ptr<M> module) {
+    children_.emplace_back(std::move(name), module);
+    return module;
+  }
+
+ private:
+  void collect(const std::string& prefix, NamedTensors& out) const;
+  NamedTensors params_;
+  std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
+};
+
+}  // namespace braid::nn

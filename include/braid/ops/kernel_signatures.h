@@ -1,0 +1,100 @@
+// The signature of every kernel a backend can provide, one struct per kernel.
+//
+// Conventions: inputs are const&, outputs are preallocated by the op layer and passed as
+// Tensor& (dense unless stated). Kernels never record autograd history and never allocate
+// outputs, so backends stay simple and the op layer owns shapes and errors.
+#pragma once
+
+#include <cstdint>
+
+#include "braid/core/tensor.h"
+
+namespace braid::ops {
+
+enum class BinaryOp : uint8_t { add, sub, mul, div };
+
+#define BRAID_KERNEL_SIGNATURE(Struct, op_name, ...) \
+  struct Struct {                                    \
+    static constexpr const char* kName = op_name;    \
+    using Fn = void (*)(__VA_ARGS__);                \
+  }
+
+// out = a (op) b, where a and b are already broadcast to out's shape (stride-0 dims allowed).
+BRAID_KERNEL_SIGNATURE(BinaryKernel, "binary", BinaryOp op, const Tensor& a, const Tensor& b,
+                       Tensor& out);
+// out = alpha * x + beta (x and out dense, may alias).
+BRAID_KERNEL_SIGNATURE(AffineKernel, "affine", const Tensor& x, float alpha, float beta,
+                       Tensor& out);
+// out[j] = sum of x over the rows that broadcast onto j (out's shape broadcasts to x's).
+BRAID_KERNEL_SIGNATURE(SumToKernel, "sum_to", const Tensor& x, Tensor& out);
+// Returns sum(x) and sum(x^2) accumulated in double (loss means, gradient norms).
+BRAID_KERNEL_SIGNATURE(SumKernel, "sum", const Tensor& x, double* sum, double* sum_squares);
+
+// c = alpha * op(a) @ op(b) + beta * c, batched over leading dims (a's and b's batch dims
+// equal c's or are absent). Each matrix may be row- or column-major (unit stride in either
+// of its last two dims); c has unit stride in its last dim.
+BRAID_KERNEL_SIGNATURE(GemmKernel, "gemm", const Tensor& a, bool trans_a, const Tensor& b,
+                       bool trans_b, float alpha, float beta, Tensor& c);
+
+BRAID_KERNEL_SIGNATURE(GeluForwardKernel, "gelu_forward", const Tensor& x, Tensor& y);
+BRAID_KERNEL_SIGNATURE(GeluBackwardKernel, "gelu_backward", const Tensor& x, const Tensor& dy,
+                       Tensor& dx);
+
+// Softmax over the last dim.
+BRAID_KERNEL_SIGNATURE(SoftmaxForwardKernel, "softmax_forward", const Tensor& x, Tensor& y);
+BRAID_KERNEL_SIGNATURE(SoftmaxBackwardKernel, "softmax_backward", const Tensor& y,
+                       const Tensor& dy, Tensor& dx);
+
+// Layer norm over the last dim C of x [N, C]; mean and rstd are [N].
+BRAID_KERNEL_SIGNATURE(LayerNormForwardKernel, "layer_norm_forward", const Tensor& x,
+                       const Tensor& weight, const Tensor& bias, float eps, Tensor& y,
+                       Tensor& mean, Tensor& rstd);
+// dweight/dbias are overwritten (not accumulated).
+BRAID_KERNEL_SIGNATURE(LayerNormBackwardKernel, "layer_norm_backward", const Tensor& x,
+                       const Tensor& weight, const Tensor& mean, const Tensor& rstd,
+                       const Tensor& dy, Tensor& dx, Tensor& dweight, Tensor& dbias);
+
+// Scaled dot-product attention over [B, H, T, D] views (unit stride in D, any other strides),
+// optionally causal. lse [B, H, T] receives each query row's log-sum-exp of scaled scores.
+BRAID_KERNEL_SIGNATURE(AttentionForwardKernel, "attention_forward", const Tensor& q,
+                       const Tensor& k, const Tensor& v, bool causal, float scale, Tensor& out,
+                       Tensor& lse);
+// Recomputes the probabilities from q, k and lse; dq, dk, dv are overwritten.
+BRAID_KERNEL_SIGNATURE(AttentionBackwardKernel, "attention_backward", const Tensor& q,
+                       const Tensor& k, const Tensor& v, const Tensor& out, const Tensor& lse,
+                       const Tensor& dout, bool causal, float scale, Tensor& dq, Tensor& dk,
+                       Tensor& dv);
+
+// out[n, :] = weight[ids[n], :]; ids are i32, checked against weight's rows.
+BRAID_KERNEL_SIGNATURE(EmbeddingForwardKernel, "embedding_forward", const Tensor& weight,
+                       const Tensor& ids, Tensor& out);
+// dweight[ids[n], :] += dout[n, :] (dweight is zeroed by the caller).
+BRAID_KERNEL_SIGNATURE(EmbeddingBackwardKernel, "embedding_backward", const Tensor& ids,
+                       const Tensor& dout, Tensor& dweight);
+
+// Per row n of logits [N, Vpad]: loss[n] = lse(logits[n, :V]) - logits[n, target[n]], or 0 when
+// target[n] == ignore_index. Columns >= num_classes are padding and take no part.
+BRAID_KERNEL_SIGNATURE(CrossEntropyForwardKernel, "cross_entropy_forward", const Tensor& logits,
+                       const Tensor& targets, int64_t num_classes, int64_t ignore_index,
+                       Tensor& losses, Tensor& lse);
+// dlogits[n, :] = scale * (softmax(logits[n, :V]) - onehot(target[n])), zero on padding and
+// on ignored rows.
+BRAID_KERNEL_SIGNATURE(CrossEntropyBackwardKernel, "cross_entropy_backward",
+                       const Tensor& logits, const Tensor& targets, const Tensor& lse,
+                       int64_t num_classes, int64_t ignore_index, float scale, Tensor& dlogits);
+
+// One AdamW update of a dense f32 parameter in place (decoupled weight decay).
+struct AdamWHyper {
+  float lr, beta1, beta2, eps, weight_decay;
+  int64_t step;  // 1-based, after increment
+};
+BRAID_KERNEL_SIGNATURE(AdamWKernel, "adamw", Tensor& param, const Tensor& grad, Tensor& exp_avg,
+                       Tensor& exp_avg_sq, const AdamWHyper& hyper, float grad_scale);
+// SGD with momentum (buf may be undefined when momentum == 0).
+BRAID_KERNEL_SIGNATURE(SgdKernel, "sgd", Tensor& param, const Tensor& grad, Tensor& momentum_buf,
+                       float lr, float momentum, float weight_decay, float grad_scale,
+                       bool first_step);
+
+#undef BRAID_KERNEL_SIGNATURE
+
+}  // namespace braid::ops

@@ -1,0 +1,71 @@
+// Optimizer interface, AdamW and SGD over dense f32 parameters.
+//
+// The gradient-clipping coefficient is passed into step() and applied inside the update
+// kernel, so clipping costs no extra pass over the gradients.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "braid/nn/module.h"
+
+namespace braid::optim {
+
+struct ParamEntry {
+  std::string name;
+  Tensor param;
+  float weight_decay = 0.0f;
+};
+
+// GPT-style decay groups: parameters with >= 2 dims (matrices, embeddings) decay; biases and
+// LayerNorm parameters do not.
+std::vector<ParamEntry> decay_groups(const nn::NamedTensors& params, float weight_decay);
+
+class Optimizer {
+ public:
+  explicit Optimizer(std::vector<ParamEntry> params);
+  virtual ~Optimizer() = default;
+  // One update with learning rate `lr`; every gradient is multiplied by grad_scale first.
+  // Parameters without a gradient are left unchanged.
+  virtual void step(float lr, float grad_scale = 1.0f) = 0;
+  void zero_grad();
+  int64_t steps_taken() const { return step_; }
+  const std::vector<ParamEntry>& params() const { return params_; }
+
+ protected:
+  std::vector<ParamEntry> params_;
+  int64_t step_ = 0;
+};
+
+struct AdamWOptions {
+  float beta1 = 0.9f, beta2 = 0.95f, eps = 1e-8f;
+};
+
+class AdamW : public Optimizer {
+ public:
+  AdamW(std::vector<ParamEntry> params, AdamWOptions options);
+  void step(float lr, float grad_scale = 1.0f) override;
+  const Tensor& exp_avg(size_t i) const { return exp_avg_[i]; }
+  const Tensor& exp_avg_sq(size_t i) const { return exp_avg_sq_[i]; }
+
+ private:
+  AdamWOptions options_;
+  std::vector<Tensor> exp_avg_, exp_avg_sq_;
+};
+
+class Sgd : public Optimizer {
+ public:
+  Sgd(std::vector<ParamEntry> params, float momentum);
+  void step(float lr, float grad_scale = 1.0f) override;
+
+ private:
+  float momentum_;
+  std::vector<Tensor> buffers_;
+};
+
+// Builds "adamw" or "sgd" by name (error names the valid choices).
+std::unique_ptr<Optimizer> make_optimizer(const std::string& name, std::vector<ParamEntry> params,
+                                          AdamWOptions adamw, float momentum);
+
+}  // namespace braid::optim

@@ -1,0 +1,33 @@
+// Learning-rate schedules and global gradient-norm clipping.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "braid/core/tensor.h"
+
+namespace braid::optim {
+
+struct LrSchedule {
+  float max_lr = 1e-3f;
+  float min_lr = 0.0f;
+  int64_t warmup_steps = 0;
+  int64_t total_steps = 1;
+  std::string kind = "cosine";  // "cosine" or "constant"
+
+  // Learning rate at 0-based `step`: linear warmup to max_lr over warmup_steps, then cosine
+  // decay to min_lr at total_steps (or constant max_lr).
+  float at(int64_t step) const;
+};
+
+struct ClipResult {
+  double norm;   // global L2 norm of all gradients before clipping
+  float scale;   // multiply gradients by this (1 when the norm is within max_norm)
+};
+
+// Global L2 norm of the gradients (undefined gradients count as zero) and the clipping
+// coefficient for max_norm (<= 0: no clipping). Does not modify the gradients.
+ClipResult clip_coefficient(const std::vector<Tensor>& params, float max_norm);
+
+}  // namespace braid::optim

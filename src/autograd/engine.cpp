@@ -1,0 +1,161 @@
+// The backward engine (dependency counting over the tape) and recompute-based checkpointing.
+#include "braid/autograd/engine.h"
+
+#include <queue>
+#include <unordered_map>
+
+#include "autograd/accumulate_grad.h"
+#include "braid/autograd/grad_mode.h"
+#include "braid/autograd/node.h"
+#include "braid/ops/elementwise.h"
+
+namespace braid::autograd {
+
+std::vector<Tensor> AccumulateGrad::apply(std::vector<Tensor>&& grads) {
+  Tensor& incoming = grads.at(0);
+  if (incoming.defined()) {
+    Tensor current = leaf_.grad();
+    if (current.defined()) {
+      add_(current, incoming);  // in place: .grad may be a view into a flat bucket
+    } else {
+      // Own a dense copy: the incoming tensor may be shared with another input's gradient.
+      leaf_.set_grad(incoming.clone());
+    }
+  }
+  auto& hooks = leaf_.impl()->meta().grad_ready_hooks;
+  for (auto& hook : hooks) hook(leaf_);
+  return {};
+}
+
+namespace {
+
+struct BySequence {
+  bool operator()(const Node* a, const Node* b) const {
+    return a->sequence_nr() < b->sequence_nr();
+  }
+};
+
+// Adds g into slot; a second contribution makes a fresh tensor so no buffer is aliased.
+void accumulate_into(Tensor& slot, const Tensor& g) {
+  if (!g.defined()) return;
+  slot = slot.defined() ? add(slot, g) : g;
+}
+
+}  // namespace
+
+void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads) {
+  BRAID_CHECK(roots.size() == grads.size(), "backward: {} roots but {} gradients", roots.size(),
+              grads.size());
+  NoGradGuard no_grad;
+
+  // Seed the root nodes' input buffers.
+  std::unordered_map<Node*, std::vector<Tensor>> buffers;
+  std::unordered_map<Node*, std::shared_ptr<Node>> keep_alive;
+  std::vector<Node*> seeds;
+  for (size_t i = 0; i < roots.size(); ++i) {
+    const Tensor& root = roots[i];
+    BRAID_CHECK(root.requires_grad(),
+                "backward on {} which does not require grad (no parameter reached it, or it was "
+                "computed under no_grad)",
+                root.str());
+    Tensor g = grads[i];
+    if (!g.defined()) {
+      BRAID_CHECK(root.numel() == 1, "backward on non-scalar {} needs an explicit gradient",
+                  root.str());
+      g = Tensor::full(root.shape(), 1.0f);
+    }
+    BRAID_CHECK(g.shape() == root.shape(), "gradient {} does not match root {}", g.str(),
+                root.str());
+    Edge edge = gradient_edge(root);
+    auto& buf = buffers[edge.node.get()];
+    buf.resize(edge.node->num_outputs());
+    accumulate_into(buf[edge.input_nr], g);
+    keep_alive[edge.node.get()] = edge.node;
+    seeds.push_back(edge.node.get());
+  }
+
+  // Count, for each reachable node, how many edges point at it.
+  std::unordered_map<Node*, int> dependencies;
+  std::vector<Node*> stack(seeds.begin(), seeds.end());
+  std::unordered_map<Node*, bool> seen;
+  for (Node* s : seeds) seen[s] = true;
+  while (!stack.empty()) {
+    Node* n = stack.back();
+    stack.pop_back();
+    for (const Edge& e : n->next_edges) {
+      if (!e.node) continue;
+      ++dependencies[e.node.get()];
+      if (!seen[e.node.get()]) {
+        seen[e.node.get()] = true;
+        stack.push_back(e.node.get());
+      }
+    }
+  }
+
+  std::priority_queue<Node*, std::vector<Node*>, BySequence> ready;
+  for (Node* s : seeds)
+    if (dependencies[s] == 0 && seen[s]) {
+      ready.push(s);
+      seen[s] = false;  // pushed once even if seeded twice
+    }
+
+  while (!ready.empty()) {
+    Node* node = ready.top();
+    ready.pop();
+    std::vector<Tensor> inputs = std::move(buffers[node]);
+    buffers.erase(node);
+    inputs.resize(node->num_outputs());
+    std::vector<Tensor> outputs = node->apply(std::move(inputs));
+    node->release_saved();
+    for (size_t i = 0; i < node->next_edges.size(); ++i) {
+      const Edge& e = node->next_edges[i];
+      if (!e.node) continue;
+      Node* next = e.node.get();
+      auto& buf = buffers[next];
+      if (buf.empty()) buf.resize(next->num_outputs());
+      if (i < outputs.size()) accumulate_into(buf[e.input_nr], outputs[i]);
+      keep_alive[next] = e.node;
+      if (--dependencies[next] == 0) ready.push(next);
+    }
+  }
+}
+
+std::vector<Tensor> recompute(const RecomputeFn& fn, const std::vector<Tensor>& inputs) {
+  std::vector<Tensor> outputs;
+  {
+    NoGradGuard no_grad;
+    outputs = fn(inputs);
+  }
+  if (!GradMode::is_enabled()) return outputs;
+
+  std::vector<Tensor*> out_ptrs;
+  for (Tensor& o : outputs) out_ptrs.push_back(&o);
+  std::vector<Tensor> saved = inputs;
+  record("Recompute", inputs, out_ptrs, [fn, saved](const std::vector<Tensor>& grad_outputs) {
+    // Re-run the segment with history on detached inputs, then backprop through it.
+    std::vector<Tensor> replay_inputs;
+    for (const Tensor& t : saved) {
+      Tensor d = t.detach();
+      if (t.requires_grad()) d.set_requires_grad(true);
+      replay_inputs.push_back(d);
+    }
+    std::vector<Tensor> replay_outputs;
+    {
+      GradModeGuard enable(true);
+      replay_outputs = fn(replay_inputs);
+    }
+    std::vector<Tensor> roots, root_grads;
+    for (size_t i = 0; i < replay_outputs.size(); ++i) {
+      if (!replay_outputs[i].requires_grad() || !grad_outputs[i].defined()) continue;
+      roots.push_back(replay_outputs[i]);
+      root_grads.push_back(grad_outputs[i]);
+    }
+    if (!roots.empty()) backward(roots, root_grads);
+    std::vector<Tensor> input_grads;
+    for (const Tensor& r : replay_inputs) input_grads.push_back(r.requires_grad() ? r.grad() : Tensor());
+    return input_grads;
+  });
+  return outputs;
+}
+
+}  // namespace braid::autograd

@@ -1,0 +1,98 @@
+// Node bookkeeping, the closure-based node every op records, and leaf accumulators.
+#include "braid/autograd/node.h"
+
+#include <atomic>
+
+#include "autograd/accumulate_grad.h"
+#include "braid/autograd/grad_mode.h"
+
+namespace braid::autograd {
+namespace {
+
+std::atomic<uint64_t> g_next_sequence_nr{0};
+thread_local bool t_grad_enabled = true;
+
+// The node recorded by `record`: a closure that owns the op's saved tensors.
+class FunctionNode final : public Node {
+ public:
+  FunctionNode(std::string name, uint32_t outputs, BackwardFn fn)
+      : name_(std::move(name)), fn_(std::move(fn)) {
+    num_outputs_ = outputs;
+  }
+
+  std::string name() const override { return name_; }
+
+  std::vector<Tensor> apply(std::vector<Tensor>&& grads) override {
+    BRAID_CHECK(fn_, "backward through {} a second time: its saved tensors were freed", name_);
+    bool any = false;
+    for (const Tensor& g : grads) any = any || g.defined();
+    if (!any) return std::vector<Tensor>(next_edges.size());
+    if (grads.size() > 1) {
+      for (size_t i = 0; i < grads.size(); ++i)
+        if (!grads[i].defined()) grads[i] = Tensor::zeros(output_shapes_[i], output_dtypes_[i]);
+    }
+    std::vector<Tensor> result = fn_(grads);
+    BRAID_CHECK(result.size() == next_edges.size(), "{} returned {} gradients for {} inputs",
+                name_, result.size(), next_edges.size());
+    return result;
+  }
+
+  void release_saved() override { fn_ = nullptr; }
+
+  std::vector<Shape> output_shapes_;
+  std::vector<DType> output_dtypes_;
+
+ private:
+  std::string name_;
+  BackwardFn fn_;
+};
+
+}  // namespace
+
+bool GradMode::is_enabled() { return t_grad_enabled; }
+void GradMode::set_enabled(bool enabled) { t_grad_enabled = enabled; }
+
+Node::Node() : sequence_nr_(g_next_sequence_nr.fetch_add(1)) {}
+
+bool needs_grad(std::initializer_list<const Tensor*> inputs) {
+  if (!GradMode::is_enabled()) return false;
+  for (const Tensor* t : inputs)
+    if (t && t->defined() && t->requires_grad()) return true;
+  return false;
+}
+
+bool needs_grad(const std::vector<Tensor>& inputs) {
+  if (!GradMode::is_enabled()) return false;
+  for (const Tensor& t : inputs)
+    if (t.defined() && t.requires_grad()) return true;
+  return false;
+}
+
+Edge gradient_edge(const Tensor& t) {
+  if (!t.defined() || !t.requires_grad()) return {};
+  if (t.grad_fn()) return {t.grad_fn(), t.output_nr()};
+  // A leaf: share one accumulator per tensor so all uses count toward one dependency.
+  auto& meta = t.impl()->meta();
+  std::shared_ptr<Node> acc = meta.accumulator.lock();
+  if (!acc) {
+    acc = std::make_shared<AccumulateGrad>(t);
+    meta.accumulator = acc;
+  }
+  return {acc, 0};
+}
+
+void record(std::string name, const std::vector<Tensor>& inputs, std::vector<Tensor*> outputs,
+            BackwardFn backward) {
+  auto node = std::make_shared<FunctionNode>(std::move(name),
+                                             static_cast<uint32_t>(outputs.size()),
+                                             std::move(backward));
+  node->next_edges.reserve(inputs.size());
+  for (const Tensor& t : inputs) node->next_edges.push_back(gradient_edge(t));
+  for (uint32_t i = 0; i < outputs.size(); ++i) {
+    node->output_shapes_.push_back(outputs[i]->shape());
+    node->output_dtypes_.push_back(outputs[i]->dtype());
+    outputs[i]->set_history(node, i);
+  }
+}
+
+}  // namespace braid::autograd

@@ -1,0 +1,47 @@
+// Declarations of the CPU kernels (one .cpp per op family in this folder).
+#pragma once
+
+#include "braid/ops/kernel_signatures.h"
+
+namespace braid::ops::cpu {
+
+void binary(BinaryOp op, const Tensor& a, const Tensor& b, Tensor& out);
+void affine(const Tensor& x, float alpha, float beta, Tensor& out);
+void sum_to(const Tensor& x, Tensor& out);
+void sum(const Tensor& x, double* sum, double* sum_squares);
+
+void gemm(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, float alpha, float beta,
+          Tensor& c);
+
+void gelu_forward(const Tensor& x, Tensor& y);
+void gelu_backward(const Tensor& x, const Tensor& dy, Tensor& dx);
+void softmax_forward(const Tensor& x, Tensor& y);
+void softmax_backward(const Tensor& y, const Tensor& dy, Tensor& dx);
+
+void layer_norm_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, float eps,
+                        Tensor& y, Tensor& mean, Tensor& rstd);
+void layer_norm_backward(const Tensor& x, const Tensor& weight, const Tensor& mean,
+                         const Tensor& rstd, const Tensor& dy, Tensor& dx, Tensor& dweight,
+                         Tensor& dbias);
+
+void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, bool causal,
+                       float scale, Tensor& out, Tensor& lse);
+void attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
+                        const Tensor& lse, const Tensor& dout, bool causal, float scale,
+                        Tensor& dq, Tensor& dk, Tensor& dv);
+
+void embedding_forward(const Tensor& weight, const Tensor& ids, Tensor& out);
+void embedding_backward(const Tensor& ids, const Tensor& dout, Tensor& dweight);
+
+void cross_entropy_forward(const Tensor& logits, const Tensor& targets, int64_t num_classes,
+                           int64_t ignore_index, Tensor& losses, Tensor& lse);
+void cross_entropy_backward(const Tensor& logits, const Tensor& targets, const Tensor& lse,
+                            int64_t num_classes, int64_t ignore_index, float scale,
+                            Tensor& dlogits);
+
+void adamw(Tensor& param, const Tensor& grad, Tensor& exp_avg, Tensor& exp_avg_sq,
+           const AdamWHyper& hyper, float grad_scale);
+void sgd(Tensor& param, const Tensor& grad, Tensor& momentum_buf, float lr, float momentum,
+         float weight_decay, float grad_scale, bool first_step);
+
+}  // namespace braid::ops::cpu

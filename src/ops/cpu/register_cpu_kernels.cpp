@@ -1,0 +1,30 @@
+// The CPU backend's entries in the kernel table: one line per kernel.
+#include "braid/ops/kernel_registry.h"
+#include "ops/cpu/cpu_kernels.h"
+
+namespace braid::ops {
+
+void register_cpu_kernels(KernelRegistry& r) {
+  constexpr DeviceKind kCpu = DeviceKind::cpu;
+  r.add<BinaryKernel>(kCpu, cpu::binary);
+  r.add<AffineKernel>(kCpu, cpu::affine);
+  r.add<SumToKernel>(kCpu, cpu::sum_to);
+  r.add<SumKernel>(kCpu, cpu::sum);
+  r.add<GemmKernel>(kCpu, cpu::gemm);
+  r.add<GeluForwardKernel>(kCpu, cpu::gelu_forward);
+  r.add<GeluBackwardKernel>(kCpu, cpu::gelu_backward);
+  r.add<SoftmaxForwardKernel>(kCpu, cpu::softmax_forward);
+  r.add<SoftmaxBackwardKernel>(kCpu, cpu::softmax_backward);
+  r.add<LayerNormForwardKernel>(kCpu, cpu::layer_norm_forward);
+  r.add<LayerNormBackwardKernel>(kCpu, cpu::layer_norm_backward);
+  r.add<AttentionForwardKernel>(kCpu, cpu::attention_forward);
+  r.add<AttentionBackwardKernel>(kCpu, cpu::attention_backward);
+  r.add<EmbeddingForwardKernel>(kCpu, cpu::embedding_forward);
+  r.add<EmbeddingBackwardKernel>(kCpu, cpu::embedding_backward);
+  r.add<CrossEntropyForwardKernel>(kCpu, cpu::cross_entropy_forward);
+  r.add<CrossEntropyBackwardKernel>(kCpu, cpu::cross_entropy_backward);
+  r.add<AdamWKernel>(kCpu, cpu::adamw);
+  r.add<SgdKernel>(kCpu, cpu::sgd);
+}
+
+}  // namespace braid::ops

@@ -1,0 +1,60 @@
+// cross_entropy op: target checks, the fused kernel, and mean-over-valid-targets gradient.
+#include "braid/ops/loss.h"
+
+#include "braid/autograd/node.h"
+#include "braid/ops/kernel_registry.h"
+#include "braid/ops/kernel_signatures.h"
+
+namespace braid {
+
+Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t num_classes,
+                     int64_t ignore_index) {
+  BRAID_CHECK(logits.dtype() == DType::f32 && logits.dim() >= 1,
+              "cross_entropy logits must be f32, got {}", logits.str());
+  BRAID_CHECK(targets.dtype() == DType::i32, "cross_entropy targets must be i32, got {}",
+              targets.str());
+  const int64_t vp = logits.size(-1);
+  if (num_classes < 0) num_classes = vp;
+  BRAID_CHECK(num_classes > 0 && num_classes <= vp,
+              "cross_entropy over {} classes but logits have only {} columns", num_classes, vp);
+  Shape expect(logits.shape().begin(), logits.shape().end() - 1);
+  BRAID_CHECK(targets.shape() == expect, "cross_entropy targets {} do not match logits {}",
+              targets.str(), logits.str());
+  const int64_t rows = targets.numel();
+  Tensor lg = logits.detach().contiguous();
+  lg = lg.alias({rows, vp}, {vp, 1}, lg.offset());
+  Tensor tg = targets.detach().contiguous();
+  tg = tg.alias({rows}, {1}, tg.offset());
+  int64_t counted = 0;
+  const int32_t* t = tg.data<int32_t>();
+  for (int64_t i = 0; i < rows; ++i) {
+    if (t[i] == ignore_index) continue;
+    BRAID_CHECK(t[i] >= 0 && t[i] < num_classes,
+                "cross_entropy target {} at position {} is outside [0, {}) (ignore_index is {})",
+                t[i], i, num_classes, ignore_index);
+    ++counted;
+  }
+  Tensor losses = Tensor::empty({rows}), lse = Tensor::empty({rows});
+  ops::kernel<ops::CrossEntropyForwardKernel>(logits.device())(lg, tg, num_classes, ignore_index,
+                                                               losses, lse);
+  double total = 0;
+  const float* l = losses.data<float>();
+  for (int64_t i = 0; i < rows; ++i) total += l[i];
+  // With every target ignored the mean is 0/0; PyTorch returns NaN, we return 0 with no gradient.
+  const float denom = counted > 0 ? static_cast<float>(counted) : 1.0f;
+  Tensor out = Tensor::full({}, static_cast<float>(total / denom));
+  if (autograd::needs_grad({&logits})) {
+    autograd::record("CrossEntropy", {logits}, {&out},
+                     [lg, tg, lse, num_classes, ignore_index, denom, shape = logits.shape()](
+                         const std::vector<Tensor>& g) {
+                       Tensor dlogits = Tensor::empty(shape);
+                       Tensor d2 = dlogits.alias(lg.shape(), lg.strides(), 0);
+                       ops::kernel<ops::CrossEntropyBackwardKernel>(lg.device())(
+                           lg, tg, lse, num_classes, ignore_index, g[0].item() / denom, d2);
+                       return std::vector<Tensor>{dlogits};
+                     });
+  }
+  return out;
+}
+
+}  // namespace braid

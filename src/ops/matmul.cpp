@@ -1,0 +1,118 @@
+// matmul and linear: shape checks, GEMM dispatch and their gradients (also GEMMs).
+#include "braid/ops/matmul.h"
+
+#include "braid/autograd/node.h"
+#include "braid/ops/kernel_registry.h"
+#include "braid/ops/kernel_signatures.h"
+#include "braid/ops/reduce.h"
+#include "braid/ops/views.h"
+
+namespace braid {
+namespace {
+
+// True when a 2-D matrix view can go to GEMM as is (unit stride in one of its two dims).
+bool gemm_ready(const Tensor& t) {
+  const int64_t s0 = t.stride(-2), s1 = t.stride(-1);
+  return s1 == 1 || s0 == 1 || t.size(-1) == 1 || t.size(-2) == 1;
+}
+
+Tensor gemm_operand(const Tensor& t) { return gemm_ready(t) ? t : t.detach().contiguous(); }
+
+// c = op(a) @ op(b) with c allocated here; a, b: [.., M, K]-shaped after op().
+Tensor gemm(const Tensor& a, bool ta, const Tensor& b, bool tb, Shape out_shape) {
+  Tensor c = Tensor::empty(out_shape, DType::f32, a.device());
+  ops::kernel<ops::GemmKernel>(a.device())(gemm_operand(a), ta, gemm_operand(b), tb, 1.0f, 0.0f,
+                                           c);
+  return c;
+}
+
+void check_float_matrix(const Tensor& t, const char* role) {
+  BRAID_CHECK(t.dtype() == DType::f32, "matmul {} must be f32, got {}", role, t.str());
+  BRAID_CHECK(t.dim() >= 2, "matmul {} needs at least 2 dims, got {}", role, t.str());
+}
+
+}  // namespace
+
+Tensor matmul(const Tensor& a, const Tensor& b) {
+  check_float_matrix(a, "left operand");
+  check_float_matrix(b, "right operand");
+  const int64_t m = a.size(-2), k = a.size(-1), n = b.size(-1);
+  BRAID_CHECK(b.size(-2) == k, "matmul {} @ {}: inner dimensions {} and {} differ", a.str(),
+              b.str(), k, b.size(-2));
+  const bool shared_b = b.dim() == 2;
+  Shape batch(a.shape().begin(), a.shape().end() - 2);
+  if (!shared_b) {
+    BRAID_CHECK(Shape(b.shape().begin(), b.shape().end() - 2) == batch,
+                "matmul {} @ {}: batch dimensions differ", a.str(), b.str());
+  }
+  Shape out_shape = batch;
+  out_shape.push_back(m);
+  out_shape.push_back(n);
+  Tensor out = gemm(a, false, b, false, out_shape);
+  if (autograd::needs_grad({&a, &b})) {
+    Tensor sa = a.detach(), sb = b.detach();
+    const bool need_a = a.requires_grad(), need_b = b.requires_grad();
+    autograd::record("Matmul", {a, b}, {&out}, [sa, sb, need_a, need_b, shared_b, k, n](
+                                                   const std::vector<Tensor>& g) {
+      Tensor ga, gb;
+      if (need_a) ga = gemm(g[0], false, sb, true, sa.shape());
+      if (need_b) {
+        if (shared_b) {
+          // Sum over the batch by folding it into the GEMM's reduction dimension.
+          Tensor a2 = reshape(sa, {-1, k}), g2 = reshape(g[0], {-1, n});
+          gb = gemm(a2, true, g2, false, sb.shape());
+        } else {
+          gb = gemm(sa, true, g[0], false, sb.shape());
+        }
+      }
+      return std::vector<Tensor>{ga, gb};
+    });
+  }
+  return out;
+}
+
+Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+  BRAID_CHECK(x.dtype() == DType::f32 && weight.dtype() == DType::f32,
+              "linear computes in f32; got input {} and weight {}", x.str(), weight.str());
+  BRAID_CHECK(weight.dim() == 2, "linear weight must be [out, in], got {}", weight.str());
+  const int64_t in = weight.size(1), out_features = weight.size(0);
+  BRAID_CHECK(x.dim() >= 1 && x.size(-1) == in, "linear: input {} does not end in {} features",
+              x.str(), in);
+  if (bias.defined())
+    BRAID_CHECK(bias.dim() == 1 && bias.size(0) == out_features,
+                "linear bias must be [{}], got {}", out_features, bias.str());
+  Tensor x2 = reshape(x.detach(), {-1, in});
+  Shape out_shape = x.shape();
+  out_shape.back() = out_features;
+  Tensor out = Tensor::empty(out_shape, DType::f32, x.device());
+  Tensor out2 = out.alias({x2.size(0), out_features}, {out_features, 1}, 0);
+  float beta = 0.0f;
+  if (bias.defined()) {
+    // Start C from the bias rows so GEMM adds into it (beta = 1): no separate bias pass.
+    out2.copy_(bias.detach().alias(out2.shape(), {0, bias.stride(0)}, bias.offset()));
+    beta = 1.0f;
+  }
+  ops::kernel<ops::GemmKernel>(x.device())(gemm_operand(x2), false, gemm_operand(weight.detach()),
+                                           true, 1.0f, beta, out2);
+  if (autograd::needs_grad({&x, &weight, &bias})) {
+    const bool need_x = x.requires_grad(), need_w = weight.requires_grad();
+    const bool need_b = bias.defined() && bias.requires_grad();
+    Tensor saved_x = need_w ? x2 : Tensor(), saved_w = need_x ? weight.detach() : Tensor();
+    std::vector<Tensor> inputs{x, weight};
+    if (bias.defined()) inputs.push_back(bias);
+    autograd::record(
+        "Linear", inputs, {&out},
+        [saved_x, saved_w, need_x, need_w, need_b, in, out_features, in_shape = x.shape(),
+         has_bias = bias.defined()](const std::vector<Tensor>& g) {
+          Tensor g2 = reshape(g[0], {-1, out_features});
+          std::vector<Tensor> grads(has_bias ? 3 : 2);
+          if (need_x) grads[0] = reshape(gemm(g2, false, saved_w, false, {g2.size(0), in}), in_shape);
+          if (need_w) grads[1] = gemm(g2, true, saved_x, false, {out_features, in});
+          if (need_b) grads[2] = sum_to_shape(g2.contiguous(), {out_features});
+          return grads;
+        });
+  }
+  return out;
+}
+
+}  // namespace braid

@@ -1,0 +1,76 @@
+// AdamW and SGD: state allocation and per-parameter dispatch to the update kernels.
+#include "braid/optim/optimizer.h"
+
+#include "braid/autograd/grad_mode.h"
+#include "braid/ops/kernel_registry.h"
+#include "braid/ops/kernel_signatures.h"
+
+namespace braid::optim {
+
+std::vector<ParamEntry> decay_groups(const nn::NamedTensors& params, float weight_decay) {
+  std::vector<ParamEntry> out;
+  for (const auto& [name, t] : params) out.push_back({name, t, t.dim() >= 2 ? weight_decay : 0.0f});
+  return out;
+}
+
+Optimizer::Optimizer(std::vector<ParamEntry> params) : params_(std::move(params)) {
+  for (const auto& e : params_)
+    BRAID_CHECK(e.param.dtype() == DType::f32 && e.param.is_contiguous(),
+                "optimizer parameter '{}' must be dense f32, got {}", e.name, e.param.str());
+}
+
+void Optimizer::zero_grad() {
+  for (auto& e : params_) {
+    Tensor g = e.param.grad();
+    if (g.defined()) g.zero_();
+  }
+}
+
+AdamW::AdamW(std::vector<ParamEntry> params, AdamWOptions options)
+    : Optimizer(std::move(params)), options_(options) {
+  for (const auto& e : params_) {
+    exp_avg_.push_back(Tensor::zeros(e.param.shape(), DType::f32, e.param.device()));
+    exp_avg_sq_.push_back(Tensor::zeros(e.param.shape(), DType::f32, e.param.device()));
+  }
+}
+
+void AdamW::step(float lr, float grad_scale) {
+  autograd::NoGradGuard no_grad;
+  ++step_;
+  for (size_t i = 0; i < params_.size(); ++i) {
+    Tensor grad = params_[i].param.grad();
+    if (!grad.defined()) continue;
+    Tensor p = params_[i].param.detach();
+    const ops::AdamWHyper hyper{lr, options_.beta1, options_.beta2, options_.eps,
+                                params_[i].weight_decay, step_};
+    ops::kernel<ops::AdamWKernel>(p.device())(p, grad.contiguous(), exp_avg_[i], exp_avg_sq_[i],
+                                              hyper, grad_scale);
+  }
+}
+
+Sgd::Sgd(std::vector<ParamEntry> params, float momentum)
+    : Optimizer(std::move(params)), momentum_(momentum) {
+  for (const auto& e : params_)
+    buffers_.push_back(momentum_ != 0.0f ? Tensor::zeros(e.param.shape()) : Tensor());
+}
+
+void Sgd::step(float lr, float grad_scale) {
+  autograd::NoGradGuard no_grad;
+  ++step_;
+  for (size_t i = 0; i < params_.size(); ++i) {
+    Tensor grad = params_[i].param.grad();
+    if (!grad.defined()) continue;
+    Tensor p = params_[i].param.detach();
+    ops::kernel<ops::SgdKernel>(p.device())(p, grad.contiguous(), buffers_[i], lr, momentum_,
+                                            params_[i].weight_decay, grad_scale, step_ == 1);
+  }
+}
+
+std::unique_ptr<Optimizer> make_optimizer(const std::string& name, std::vector<ParamEntry> params,
+                                          AdamWOptions adamw, float momentum) {
+  if (name == "adamw") return std::make_unique<AdamW>(std::move(params), adamw);
+  if (name == "sgd") return std::make_unique<Sgd>(std::move(params), momentum);
+  BRAID_FAIL("unknown optimizer '{}' (expected adamw or sgd)", name);
+}
+
+}  // namespace braid::optim
