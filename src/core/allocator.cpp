@@ -36,6 +36,23 @@ void host_free(void* ptr, size_t bytes) {
   g_current.fetch_sub(static_cast<int64_t>(bytes));
 }
 
+namespace {
+DeviceMemoryOps g_device_memory[kNumDeviceKinds];
+}
+
+void register_device_memory(DeviceKind kind, DeviceMemoryOps ops) {
+  g_device_memory[static_cast<int>(kind)] = ops;
+}
+
+const DeviceMemoryOps& device_memory(DeviceKind kind) {
+  const DeviceMemoryOps& ops = g_device_memory[static_cast<int>(kind)];
+  BRAID_CHECK(ops.allocate != nullptr,
+              "no memory backend for device kind {}: this braid was built without CUDA "
+              "(configure with -DBRAID_CUDA=ON on a machine with nvcc)",
+              static_cast<int>(kind));
+  return ops;
+}
+
 MemoryStats host_memory_stats() { return {g_current.load(), g_peak.load(), g_count.load()}; }
 
 void reset_host_peak() { g_peak.store(g_current.load()); }

@@ -9,11 +9,15 @@ namespace braid {
 std::string Device::str() const { return is_cpu() ? "cpu" : fmt::format("cuda:{}", index); }
 
 Storage::Storage(size_t bytes, Device device) : bytes_(bytes), device_(device) {
-  BRAID_CHECK(device.is_cpu(),
-              "allocating on {} needs the CUDA allocator; this build path only allocates host "
-              "memory",
-              device.str());
-  data_ = host_allocate(bytes);
+  if (device.is_cpu()) {
+    data_ = host_allocate(bytes);
+  } else {
+    const DeviceMemoryOps& ops = device_memory(device.kind);
+    data_ = bytes ? ops.allocate(bytes, device.index) : nullptr;
+    release_ = [ops, index = device.index](void* p) {
+      if (p) ops.release(p, index);
+    };
+  }
 }
 
 Storage::Storage(void* data, size_t bytes, Device device, std::function<void(void*)> release)

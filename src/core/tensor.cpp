@@ -8,6 +8,7 @@
 #include <tuple>
 
 #include "braid/autograd/engine.h"
+#include "braid/core/allocator.h"
 #include "braid/autograd/node.h"
 #include "braid/ops/views.h"
 #include "core/strided.h"
@@ -163,6 +164,12 @@ Tensor Tensor::detach() const {
   return alias(src.shape, src.strides, src.offset);
 }
 
+Tensor Tensor::to(Device target) const {
+  Tensor out = empty(shape(), dtype(), target);
+  out.copy_(is_contiguous() ? *this : clone());  // clone: dense on the source device
+  return out;
+}
+
 Tensor Tensor::clone() const {
   Tensor out = empty(shape(), dtype(), device());
   out.copy_(*this);
@@ -206,11 +213,17 @@ void store_from_float(void* base, int64_t i, DType t, float v) {
 Tensor& Tensor::copy_(const Tensor& src) {
   BRAID_CHECK(shape() == src.shape(), "copy_: destination {} and source {} differ in shape",
               str(), src.str());
-  BRAID_CHECK(device().is_cpu() && src.device().is_cpu(),
-              "copy_ between {} and {} needs the CUDA runtime", device().str(),
-              src.device().str());
   const int64_t n = numel();
   if (n == 0) return *this;
+  if (!device().is_cpu() || !src.device().is_cpu()) {
+    // Device copies move dense bytes; layout or dtype changes happen on the host side.
+    BRAID_CHECK(dtype() == src.dtype() && is_contiguous() && src.is_contiguous(),
+                "copy_ from {} on {} to {} on {} needs dense tensors of one dtype", src.str(),
+                src.device().str(), str(), device().str());
+    const DeviceKind kind = device().is_cpu() ? src.device().kind : device().kind;
+    device_memory(kind).copy(data_ptr(), device(), src.data_ptr(), src.device(), nbytes());
+    return *this;
+  }
   const DType dt = dtype(), st = src.dtype();
   const size_t es = dtype_size(dt);
   if (dt == st && is_contiguous() && src.is_contiguous()) {

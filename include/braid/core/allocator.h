@@ -4,6 +4,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "braid/core/device.h"
+
 namespace braid {
 
 // Every host tensor buffer is aligned to this many bytes (a cache line, and AVX-512 friendly).
@@ -19,6 +21,18 @@ struct MemoryStats {
 };
 
 MemoryStats host_memory_stats();
+
+// How a device backend (CUDA) allocates and copies; registered by that backend at start-up so
+// core never links against it. `copy` moves dense bytes between any two devices.
+struct DeviceMemoryOps {
+  void* (*allocate)(size_t bytes, int device_index) = nullptr;
+  void (*release)(void* ptr, int device_index) = nullptr;
+  void (*copy)(void* dst, Device dst_device, const void* src, Device src_device,
+               size_t bytes) = nullptr;
+};
+void register_device_memory(DeviceKind kind, DeviceMemoryOps ops);
+// The registered ops for `kind`, or an error saying the backend is not compiled in.
+const DeviceMemoryOps& device_memory(DeviceKind kind);
 // Restarts peak tracking from the current live size (e.g. at the start of a measured step).
 void reset_host_peak();
 

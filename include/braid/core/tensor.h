@@ -92,6 +92,7 @@ class Tensor {
   Tensor detach() const;  // same data, no grad history
   Tensor clone() const;   // dense copy, no grad history
   Tensor to(DType dtype) const;  // dense converted copy (same dtype: dense copy)
+  Tensor to(Device device) const;  // dense copy on another device
   Tensor& copy_(const Tensor& src);  // elementwise copy with dtype conversion; shapes must match
   Tensor& fill_(float value);
   Tensor& zero_() { return fill_(0.0f); }

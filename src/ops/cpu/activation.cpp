@@ -2,6 +2,7 @@
 #include <cmath>
 
 #include "ops/cpu/cpu_kernels.h"
+#include "ops/cpu/fast_math.h"
 
 namespace braid::ops::cpu {
 namespace {
@@ -19,7 +20,7 @@ void gelu_forward(const Tensor& x, Tensor& y) {
   for (int64_t i = 0; i < n; ++i) {
     const float v = px[i];
     const float inner = kSqrt2OverPi * (v + kGeluCoeff * v * v * v);
-    py[i] = 0.5f * v * (1.0f + std::tanh(inner));
+    py[i] = 0.5f * v * (1.0f + fast_tanh(inner));
   }
 }
 
@@ -32,7 +33,7 @@ void gelu_backward(const Tensor& x, const Tensor& dy, Tensor& dx) {
   for (int64_t i = 0; i < n; ++i) {
     const float v = px[i];
     const float inner = kSqrt2OverPi * (v + kGeluCoeff * v * v * v);
-    const float t = std::tanh(inner);
+    const float t = fast_tanh(inner);
     const float dinner = kSqrt2OverPi * (1.0f + 3.0f * kGeluCoeff * v * v);
     pdx[i] = pdy[i] * (0.5f * (1.0f + t) + 0.5f * v * (1.0f - t * t) * dinner);
   }
@@ -49,8 +50,9 @@ void softmax_forward(const Tensor& x, Tensor& y) {
     float mx = -INFINITY;
     for (int64_t i = 0; i < c; ++i) mx = std::max(mx, in[i]);
     float total = 0;
+#pragma omp simd reduction(+ : total)
     for (int64_t i = 0; i < c; ++i) {
-      out[i] = std::exp(in[i] - mx);
+      out[i] = fast_exp(in[i] - mx);
       total += out[i];
     }
     const float inv = 1.0f / total;

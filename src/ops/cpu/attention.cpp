@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "ops/cpu/cpu_kernels.h"
+#include "ops/cpu/fast_math.h"
 
 namespace braid::ops::cpu {
 namespace {
@@ -88,8 +89,9 @@ void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, bool c
               for (int64_t c = 0; c < limit; ++c) mx = std::max(mx, srow[c]);
               const float correction = std::exp(m[r] - mx);  // 0 on the first tile (m = -inf)
               float total = 0.0f;
+#pragma omp simd reduction(+ : total)
               for (int64_t c = 0; c < limit; ++c) {
-                srow[c] = std::exp(srow[c] - mx);
+                srow[c] = fast_exp(srow[c] - mx);
                 total += srow[c];
               }
               l[r] = l[r] * correction + total;
@@ -152,7 +154,9 @@ void attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const
             const float* grow = dO.row(b, h, i);
             for (int64_t d = 0; d < D; ++d) qs[d] = qrow[d] * scale;
             row_scores(qs.data(), kt.data(), limit, D, p.data());
-            for (int64_t c = 0; c < limit; ++c) p[c] = std::exp(p[c] - lse_row[i]);
+            const float row_lse = lse_row[i];
+#pragma omp simd
+            for (int64_t c = 0; c < limit; ++c) p[c] = fast_exp(p[c] - row_lse);
             row_scores(grow, vt.data(), limit, D, dp.data());  // dP = dO_i . V_c
             float* dqrow = dQ.row(b, h, i);
             for (int64_t c = 0; c < limit; ++c) {

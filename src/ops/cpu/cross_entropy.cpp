@@ -2,6 +2,7 @@
 #include <cmath>
 
 #include "ops/cpu/cpu_kernels.h"
+#include "ops/cpu/fast_math.h"
 
 namespace braid::ops::cpu {
 
@@ -16,9 +17,11 @@ void cross_entropy_forward(const Tensor& logits, const Tensor& targets, int64_t 
   for (int64_t r = 0; r < rows; ++r) {
     const float* row = x + r * vp;
     float mx = -INFINITY;
+#pragma omp simd reduction(max : mx)
     for (int64_t i = 0; i < num_classes; ++i) mx = std::max(mx, row[i]);
     float total = 0.0f;
-    for (int64_t i = 0; i < num_classes; ++i) total += std::exp(row[i] - mx);
+#pragma omp simd reduction(+ : total)
+    for (int64_t i = 0; i < num_classes; ++i) total += fast_exp(row[i] - mx);
     const float row_lse = mx + std::log(total);
     out_lse[r] = row_lse;
     loss[r] = t[r] == ignore_index ? 0.0f : row_lse - row[t[r]];
@@ -41,7 +44,9 @@ void cross_entropy_backward(const Tensor& logits, const Tensor& targets, const T
       for (int64_t i = 0; i < vp; ++i) drow[i] = 0.0f;
       continue;
     }
-    for (int64_t i = 0; i < num_classes; ++i) drow[i] = std::exp(row[i] - l[r]) * scale;
+    const float row_lse = l[r];
+#pragma omp simd
+    for (int64_t i = 0; i < num_classes; ++i) drow[i] = fast_exp(row[i] - row_lse) * scale;
     for (int64_t i = num_classes; i < vp; ++i) drow[i] = 0.0f;
     drow[t[r]] -= scale;
   }

@@ -3,6 +3,7 @@
 
 #include <array>
 #include <tuple>
+#include <vector>
 
 #include "core/strided.h"
 #include "ops/cpu/cpu_kernels.h"
@@ -113,11 +114,18 @@ void sum_to(const Tensor& x, Tensor& out) {
     // Common case (bias and position gradients): out is x's trailing block; sum the leading
     // rows column by column, columns split across threads so no two threads share a sum.
     const int64_t rows = x.numel() / std::max<int64_t>(kept_trailing, 1);
-#pragma omp parallel for if (x.numel() > kParallelThreshold)
-    for (int64_t c = 0; c < kept_trailing; ++c) {
-      double acc = 0;
-      for (int64_t r = 0; r < rows; ++r) acc += px[r * kept_trailing + c];
-      po[c] += static_cast<float>(acc);
+    const int64_t cols = kept_trailing;
+#pragma omp parallel if (x.numel() > kParallelThreshold)
+    {
+      // Each thread owns a column range and walks the rows in memory order (double sums).
+      const int nt = omp_get_num_threads(), t = omp_get_thread_num();
+      const int64_t c0 = cols * t / nt, c1 = cols * (t + 1) / nt;
+      std::vector<double> acc(c1 - c0, 0.0);
+      for (int64_t r = 0; r < rows; ++r) {
+        const float* row = px + r * cols;
+        for (int64_t c = c0; c < c1; ++c) acc[c - c0] += row[c];
+      }
+      for (int64_t c = c0; c < c1; ++c) po[c] += static_cast<float>(acc[c - c0]);
     }
     return;
   }

@@ -1,0 +1,118 @@
+// Times braid GPT training steps on the CPU (forward, backward, clip, AdamW), the braid side of
+// benchmarks/cpu_vs_torch.sh; takes the same flags and writes the same JSON as
+// benchmarks/reference/torch_gpt.py.
+#include <omp.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "braid/core/error.h"
+#include "braid/core/generator.h"
+#include "braid/nn/gpt.h"
+#include "braid/optim/optimizer.h"
+#include "braid/optim/schedule.h"
+
+namespace {
+
+std::map<std::string, std::string> parse_flags(int argc, char** argv) {
+  std::map<std::string, std::string> flags = {
+      {"layers", "12"}, {"heads", "12"}, {"width", "768"}, {"vocab", "50257"}, {"batch", "4"},
+      {"seq", "64"},    {"steps", "10"}, {"warmup", "2"},  {"threads", "2"},   {"json", ""},
+      {"seed", "0"}};
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    BRAID_CHECK(arg.rfind("--", 0) == 0 && i + 1 < argc, "expected --flag value, got '{}'", arg);
+    const std::string key = arg.substr(2);
+    BRAID_CHECK(flags.count(key), "unknown flag --{} (known: layers heads width vocab batch seq "
+                                  "steps warmup threads json seed)", key);
+    flags[key] = argv[++i];
+  }
+  return flags;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  using namespace braid;
+  try {
+    auto flags = parse_flags(argc, argv);
+    auto num = [&](const char* k) { return std::stoll(flags[k]); };
+    omp_set_num_threads(static_cast<int>(num("threads")));
+    nn::GptConfig cfg;
+    cfg.n_layer = num("layers");
+    cfg.n_head = num("heads");
+    cfg.n_embd = num("width");
+    cfg.vocab_size = num("vocab");
+    cfg.block_size = num("seq");
+    const int64_t B = num("batch"), T = num("seq"), steps = num("steps"), warmup = num("warmup");
+    nn::Gpt model(cfg);
+    model.init_weights(static_cast<uint64_t>(num("seed")));
+    optim::AdamW opt(optim::decay_groups(model.named_parameters(), 0.1f), {0.9f, 0.95f, 1e-8f});
+    const std::vector<Tensor> params = model.parameters();
+
+    // Random batches made up front: the benchmark measures training steps, not loading.
+    std::vector<std::pair<Tensor, Tensor>> batches;
+    for (int64_t b = 0; b < 4; ++b) {
+      std::vector<int32_t> tokens(B * (T + 1));
+      for (size_t i = 0; i < tokens.size(); ++i)
+        tokens[i] = static_cast<int32_t>(uniform_at(7, b, i) * static_cast<float>(cfg.vocab_size)) %
+                    static_cast<int32_t>(cfg.vocab_size);
+      std::vector<int32_t> x, y;
+      for (int64_t r = 0; r < B; ++r) {
+        x.insert(x.end(), tokens.begin() + r * (T + 1), tokens.begin() + r * (T + 1) + T);
+        y.insert(y.end(), tokens.begin() + r * (T + 1) + 1, tokens.begin() + (r + 1) * (T + 1));
+      }
+      batches.emplace_back(Tensor::from_vector(x, {B, T}), Tensor::from_vector(y, {B, T}));
+    }
+
+    std::vector<double> times_ms;
+    std::vector<float> losses;
+    for (int64_t step = 0; step < warmup + steps; ++step) {
+      const auto& [x, y] = batches[step % batches.size()];
+      const auto t0 = std::chrono::steady_clock::now();
+      model.zero_grad();
+      Tensor loss = model.loss(x, y);
+      loss.backward();
+      const optim::ClipResult clip = optim::clip_coefficient(params, 1.0f);
+      opt.step(3e-4f, clip.scale);
+      const auto t1 = std::chrono::steady_clock::now();
+      losses.push_back(loss.item());
+      if (step >= warmup) times_ms.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
+    }
+    std::vector<double> sorted = times_ms;
+    std::sort(sorted.begin(), sorted.end());
+    const size_t n = sorted.size();
+    const double median = n % 2 ? sorted[n / 2] : 0.5 * (sorted[n / 2 - 1] + sorted[n / 2]);
+    const double tokens_per_s = static_cast<double>(B * T) / (median / 1e3);
+    std::printf("braid L=%lld H=%lld C=%lld V=%lld B=%lld T=%lld threads=%lld: params %lld, median "
+                "%.1f ms/step, %.1f tokens/s (loss %.3f -> %.3f)\n",
+                (long long)cfg.n_layer, (long long)cfg.n_head, (long long)cfg.n_embd,
+                (long long)cfg.vocab_size, (long long)B, (long long)T, num("threads"),
+                (long long)model.num_parameters(), median, tokens_per_s, losses.front(),
+                losses.back());
+    if (!flags["json"].empty()) {
+      nlohmann::json j;
+      j["impl"] = "braid";
+      j["config"] = {{"layers", cfg.n_layer}, {"heads", cfg.n_head},     {"width", cfg.n_embd},
+                     {"vocab", cfg.vocab_size}, {"padded_vocab", cfg.padded_vocab()},
+                     {"batch", B},              {"seq", T},                {"steps", steps},
+                     {"warmup", warmup},        {"threads", num("threads")}};
+      j["ms_per_step"] = times_ms;
+      j["median_ms"] = median;
+      j["tokens_per_s"] = tokens_per_s;
+      j["params"] = model.num_parameters();
+      j["losses"] = losses;
+      std::ofstream(flags["json"]) << j.dump(1) << "\n";
+    }
+    return 0;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "gpt_step_bench: error: %s\n", e.what());
+    return 1;
+  }
+}

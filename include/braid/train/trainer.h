@@ -1,0 +1,69 @@
+// Trainer: the single-process training loop over a config (model, data, optimizer, schedule).
+//
+// One optimizer step = grad_accum_steps micro-batches, global-norm clipping fused into the
+// update, periodic validation and sampling, a metrics line per log_every steps.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "braid/data/batch_sampler.h"
+#include "braid/data/tokenizer.h"
+#include "braid/nn/gpt.h"
+#include "braid/optim/optimizer.h"
+#include "braid/optim/schedule.h"
+#include "braid/train/config.h"
+#include "braid/train/metrics.h"
+
+namespace braid::train {
+
+// The model shape a config describes.
+nn::GptConfig gpt_config(const TrainConfig& config);
+
+// Loads the tokenizer named by data.tokenizer ("gpt2" from data.vocab_dir, or "byte").
+std::unique_ptr<data::Tokenizer> load_tokenizer(const TrainConfig& config);
+
+class Trainer {
+ public:
+  // Builds the model (initialised from training.seed), optimizer and samplers; opens the data
+  // (errors name missing or corrupt shards and out-of-vocabulary ids).
+  explicit Trainer(TrainConfig config);
+
+  // Runs the remaining steps up to training.steps; validation every val_every steps and at the
+  // end. Throws on a non-finite loss unless training.skip_nonfinite_steps is set.
+  void fit();
+  // One optimizer step (all micro-batches). Public for tests and custom loops.
+  StepMetrics train_step();
+  // Mean validation loss over val_steps batches from the start of the validation set.
+  float evaluate();
+  // Continues `prompt` with the sample settings of the config.
+  std::string sample(const std::string& prompt);
+
+  nn::Gpt& model() { return *model_; }
+  optim::Optimizer& optimizer() { return *optimizer_; }
+  const TrainConfig& config() const { return config_; }
+  const std::vector<StepMetrics>& history() const { return history_; }
+  const std::vector<std::pair<int64_t, float>>& val_history() const { return val_history_; }
+  int64_t step() const { return step_; }
+
+  // Replaces the training batches (tests and custom data): called once per micro-batch.
+  void set_batch_source(std::function<data::Batch()> source) { batch_source_ = std::move(source); }
+
+ private:
+  TrainConfig config_;
+  std::unique_ptr<nn::Gpt> model_;
+  std::unique_ptr<optim::Optimizer> optimizer_;
+  optim::LrSchedule schedule_;
+  std::optional<data::BatchSampler> train_sampler_, val_sampler_;
+  std::function<data::Batch()> batch_source_;
+  std::unique_ptr<data::Tokenizer> tokenizer_;
+  std::vector<StepMetrics> history_;
+  std::vector<std::pair<int64_t, float>> val_history_;
+  int64_t step_ = 0;
+  double peak_flops_ = 0;
+  double flops_per_token_ = 0;
+};
+
+}  // namespace braid::train

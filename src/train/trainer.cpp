@@ -1,0 +1,180 @@
+// The Trainer loop: micro-batches, clipping, schedule, non-finite handling, validation, logs.
+#include "braid/train/trainer.h"
+
+#include <omp.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <cmath>
+#include <filesystem>
+
+#include "braid/autograd/grad_mode.h"
+#include "braid/core/allocator.h"
+#include "braid/core/logging.h"
+#include "braid/data/gpt2_tokenizer.h"
+
+namespace braid::train {
+
+nn::GptConfig gpt_config(const TrainConfig& config) {
+  const auto& m = config.model();
+  nn::GptConfig g;
+  g.vocab_size = m.vocab_size();
+  g.padded_vocab_multiple = m.padded_vocab_multiple();
+  g.n_layer = m.n_layer();
+  g.n_head = m.n_head();
+  g.n_embd = m.n_embd();
+  g.block_size = m.block_size();
+  g.recompute = m.recompute();
+  g.tie_embeddings = m.tie_embeddings();
+  return g;
+}
+
+std::unique_ptr<data::Tokenizer> load_tokenizer(const TrainConfig& config) {
+  const std::string& name = config.data().tokenizer();
+  if (name == "byte") return std::make_unique<data::ByteTokenizer>();
+  BRAID_CHECK(name == "gpt2", "data.tokenizer '{}' is not known (expected gpt2 or byte)", name);
+  std::string dir = config.data().vocab_dir();
+  if (dir.empty()) {
+    // Unset: where scripts/fetch_gpt2_vocab.sh puts the files.
+    const char* data_dir = std::getenv("BRAID_DATA_DIR");
+    dir = std::string(data_dir ? data_dir : "data") + "/gpt2";
+  }
+  return std::make_unique<data::Gpt2Tokenizer>(data::Gpt2Tokenizer::load_dir(dir));
+}
+
+Trainer::Trainer(TrainConfig config) : config_(std::move(config)) {
+  validate(config_);
+  const auto& tr = config_.training();
+  if (tr.threads() > 0) omp_set_num_threads(tr.threads());
+
+  model_ = std::make_unique<nn::Gpt>(gpt_config(config_));
+  model_->init_weights(tr.seed());
+  const auto& o = config_.optimizer();
+  optimizer_ = optim::make_optimizer(
+      o.name(), optim::decay_groups(model_->named_parameters(), static_cast<float>(o.weight_decay())),
+      {static_cast<float>(o.beta1()), static_cast<float>(o.beta2()), static_cast<float>(o.eps())},
+      static_cast<float>(o.momentum()));
+  schedule_ = {static_cast<float>(o.lr()), static_cast<float>(o.min_lr()), o.warmup_steps(),
+               tr.steps(), o.schedule()};
+
+  data::SamplerConfig sc;
+  sc.batch_size = tr.batch_size();
+  sc.seq_len = tr.seq_len();
+  sc.seed = tr.seed();
+  data::TokenDataset train_set = data::TokenDataset::from_pattern(config_.data().train_pattern());
+  train_set.validate_ids(model_->config().vocab_size);
+  train_sampler_.emplace(std::move(train_set), sc);
+  if (!config_.data().val_pattern().empty()) {
+    data::TokenDataset val_set = data::TokenDataset::from_pattern(config_.data().val_pattern());
+    val_set.validate_ids(model_->config().vocab_size);
+    sc.shuffle = false;
+    val_sampler_.emplace(std::move(val_set), sc);
+  }
+  batch_source_ = [this] { return train_sampler_->next(); };
+
+  peak_flops_ = measure_cpu_peak_flops();
+  flops_per_token_ = nn::training_flops_per_token(model_->config(), model_->num_parameters(),
+                                                  tr.seq_len());
+  log().info("model: {} layers, {} heads, width {}, vocab {} (padded {}), {:.2f}M parameters",
+             model_->config().n_layer, model_->config().n_head, model_->config().n_embd,
+             model_->config().vocab_size, model_->config().padded_vocab(),
+             static_cast<double>(model_->num_parameters()) / 1e6);
+  log().info("data: {} train tokens; {} threads; peak {:.1f} GFLOP/s (sgemm)",
+             train_sampler_->dataset().total_tokens(), omp_get_max_threads(), peak_flops_ / 1e9);
+}
+
+StepMetrics Trainer::train_step() {
+  const auto& tr = config_.training();
+  const auto t0 = std::chrono::steady_clock::now();
+  reset_host_peak();
+  optimizer_->zero_grad();
+  const int accum = tr.grad_accum_steps();
+  const Tensor micro_scale = Tensor::full({}, 1.0f / static_cast<float>(accum));
+  double loss_sum = 0;
+  int64_t tokens = 0;
+  for (int micro = 0; micro < accum; ++micro) {
+    data::Batch batch = batch_source_();
+    Tensor loss = model_->loss(batch.inputs, batch.targets);
+    loss_sum += loss.item();
+    tokens += batch.inputs.numel();
+    loss.backward(micro_scale);  // the step's gradient is the mean over micro-batches
+  }
+  StepMetrics m;
+  m.step = step_;
+  m.loss = static_cast<float>(loss_sum / accum);
+  m.lr = schedule_.at(step_);
+  const optim::ClipResult clip =
+      optim::clip_coefficient(model_->parameters(), static_cast<float>(config_.optimizer().grad_clip()));
+  m.grad_norm = clip.norm;
+  if (!std::isfinite(m.loss) || !std::isfinite(clip.norm)) {
+    BRAID_CHECK(tr.skip_nonfinite_steps(),
+                "loss {} / gradient norm {} is not finite at step {}; lower optimizer.lr, or set "
+                "training.skip_nonfinite_steps: true to skip such steps",
+                m.loss, clip.norm, step_ + 1);
+    m.skipped = true;
+    log().warn("step {}: non-finite loss {} or gradient norm {}; update skipped", step_ + 1, m.loss,
+               clip.norm);
+  } else {
+    optimizer_->step(m.lr, clip.scale);
+  }
+  ++step_;
+  m.step_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  m.tokens_per_s = static_cast<double>(tokens) / (m.step_ms / 1e3);
+  m.mfu = peak_flops_ > 0 ? m.tokens_per_s * flops_per_token_ / peak_flops_ : 0;
+  m.peak_bytes = host_memory_stats().peak_bytes;
+  history_.push_back(m);
+  return m;
+}
+
+float Trainer::evaluate() {
+  BRAID_CHECK(val_sampler_.has_value(), "evaluate() needs data.val_pattern in the config");
+  autograd::NoGradGuard no_grad;
+  val_sampler_->reset();
+  const int64_t batches =
+      std::min<int64_t>(config_.training().val_steps(), val_sampler_->batches_per_epoch());
+  double total = 0;
+  for (int64_t i = 0; i < batches; ++i) {
+    data::Batch batch = val_sampler_->next();
+    total += model_->loss(batch.inputs, batch.targets).item();
+  }
+  return static_cast<float>(total / static_cast<double>(std::max<int64_t>(batches, 1)));
+}
+
+std::string Trainer::sample(const std::string& prompt) {
+  if (!tokenizer_) tokenizer_ = load_tokenizer(config_);
+  const auto& s = config_.sample();
+  nn::SampleOptions options;
+  options.max_new_tokens = s.tokens();
+  options.temperature = static_cast<float>(s.temperature());
+  options.top_k = s.top_k();
+  options.seed = config_.training().seed();
+  std::vector<int32_t> ids = tokenizer_->encode(prompt.empty() ? "\n" : prompt);
+  return tokenizer_->decode(model_->generate(ids, options));
+}
+
+void Trainer::fit() {
+  const auto& tr = config_.training();
+  const int64_t total = tr.steps();
+  ProgressBar bar(total);
+  auto validate_now = [&] {
+    if (!val_sampler_) return;
+    const float v = evaluate();
+    val_history_.emplace_back(step_, v);
+    if (bar.active()) std::printf("\n");
+    log().info("step {:>5}/{} | val loss {:.4f}", step_, total, v);
+  };
+  if (tr.val_every() > 0 && step_ == 0) validate_now();
+  while (step_ < total) {
+    const StepMetrics m = train_step();
+    bar.update(m);
+    if (!bar.active() && (tr.log_every() <= 1 || step_ % tr.log_every() == 0 || step_ == total))
+      log().info("{}", format_step(m, total));
+    if (tr.val_every() > 0 && step_ % tr.val_every() == 0 && step_ != total) validate_now();
+    if (config_.sample().every() > 0 && step_ % config_.sample().every() == 0 && step_ != total)
+      log().info("sample: {}", sample(config_.sample().prompt()));
+  }
+  bar.finish();
+  validate_now();
+}
+
+}  // namespace braid::train
