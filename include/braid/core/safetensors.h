@@ -38,8 +38,9 @@ struct SafetensorsEntry {
 };
 
 // An opened, fully validated safetensors file. The header is parsed once; tensor data is read
-// on demand by get(), from the file as it was when it was opened (the descriptor stays open,
-// so a later atomic replacement of `path` does not mix two versions). Copies share the file.
+// on demand by get() (with pread, so threads may call it at once) from the file as it was when
+// opened: the descriptor stays open, so a later atomic replacement of `path` never mixes two
+// versions. Copies share the descriptor.
 class SafetensorsFile {
  public:
   const std::string& path() const { return path_; }
