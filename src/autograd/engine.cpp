@@ -76,9 +76,15 @@ void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads
 
   // Count, for each reachable node, how many edges point at it.
   std::unordered_map<Node*, int> dependencies;
-  std::vector<Node*> stack(seeds.begin(), seeds.end());
+  std::vector<Node*> stack;
   std::unordered_map<Node*, bool> seen;
-  for (Node* s : seeds) seen[s] = true;
+  // Walk each node once even when several roots share it (outputs of one split), or its edges
+  // would be counted once per root and their targets would never become ready.
+  for (Node* s : seeds) {
+    if (seen[s]) continue;
+    seen[s] = true;
+    stack.push_back(s);
+  }
   while (!stack.empty()) {
     Node* n = stack.back();
     stack.pop_back();
@@ -129,6 +135,9 @@ std::vector<Tensor> recompute(const RecomputeFn& fn, const std::vector<Tensor>& 
   if (!GradMode::is_enabled()) return outputs;
 
   std::vector<Tensor*> out_ptrs;
+  // Fresh handles: an output may be one of the inputs (a passthrough, or contiguous() of a
+  // dense input), and recording history on it would turn that input into a non-leaf.
+  for (Tensor& o : outputs) o = o.detach();
   for (Tensor& o : outputs) out_ptrs.push_back(&o);
   std::vector<Tensor> saved = inputs;
   record("Recompute", inputs, out_ptrs, [fn, saved](const std::vector<Tensor>& grad_outputs) {

@@ -1,0 +1,269 @@
+// matmul and linear: 2-D, batched, shared right operand, transposed views without copies, bias.
+#include "braid/autograd/grad_mode.h"
+#include "braid/core/allocator.h"
+#include "braid/ops/matmul.h"
+#include "braid/ops/views.h"
+#include "support/test_util.h"
+
+namespace braid::testing {
+namespace {
+
+// Reads element (batch, row, col) of an operand given as a flat double vector.
+using Reader = std::function<double(int64_t, int64_t, int64_t)>;
+
+// Dense row-major element reader for a [batch..., rows, cols] tensor (batch folded to one dim).
+Reader dense(const std::vector<double>& v, int64_t rows, int64_t cols, bool batched = true) {
+  return [&v, rows, cols, batched](int64_t b, int64_t i, int64_t j) {
+    return v[(batched ? b * rows * cols : 0) + i * cols + j];
+  };
+}
+
+// Reader of op(X) = X^T for X stored dense as [batch..., cols, rows].
+Reader transposed(const std::vector<double>& v, int64_t rows, int64_t cols, bool batched = true) {
+  return [&v, rows, cols, batched](int64_t b, int64_t i, int64_t j) {
+    return v[(batched ? b * rows * cols : 0) + j * rows + i];
+  };
+}
+
+// C[b] = A[b] @ B[b] in double, flat row-major over (batch, M, N).
+std::vector<double> matmul_ref(int64_t batches, int64_t m, int64_t k, int64_t n, const Reader& a,
+                               const Reader& b) {
+  std::vector<double> c(static_cast<size_t>(batches * m * n), 0.0);
+  for (int64_t bi = 0; bi < batches; ++bi)
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j) {
+        double acc = 0;
+        for (int64_t p = 0; p < k; ++p) acc += a(bi, i, p) * b(bi, p, j);
+        c[(bi * m + i) * n + j] = acc;
+      }
+  return c;
+}
+
+// Forward tolerance: each output is a length-K fp32 dot product of O(1) values, error about
+// sqrt(K) * 2^-24 * sum |a b| ~ 1e-6 for K <= 16; 1e-5 relative + 1e-5 absolute has margin.
+OpCase matmul_case(std::string name, Shape sa, Shape sb, bool ta, bool tb, bool shared_b,
+                   uint64_t seed) {
+  OpCase c;
+  c.op = "matmul";
+  c.name = std::move(name);
+  c.make_inputs = [sa, sb, seed] {
+    return std::vector<Tensor>{randn(sa, seed), randn(sb, seed + 1)};
+  };
+  c.fn = [ta, tb](const std::vector<Tensor>& x) {
+    Tensor a = ta ? transpose(x[0], -1, -2) : x[0];
+    Tensor b = tb ? transpose(x[1], -1, -2) : x[1];
+    return std::vector<Tensor>{matmul(a, b)};
+  };
+  c.reference = [sa, sb, ta, tb, shared_b](const std::vector<Tensor>& x) {
+    const std::vector<double> va = to_double(x[0]), vb = to_double(x[1]);
+    const int64_t r = static_cast<int64_t>(sa.size());
+    const int64_t m = ta ? sa[r - 1] : sa[r - 2], k = ta ? sa[r - 2] : sa[r - 1];
+    const int64_t rb = static_cast<int64_t>(sb.size());
+    const int64_t n = tb ? sb[rb - 2] : sb[rb - 1];
+    const int64_t batches = shape_numel(sa) / (m * k);
+    Reader a = ta ? transposed(va, m, k) : dense(va, m, k);
+    Reader b = tb ? transposed(vb, k, n, !shared_b) : dense(vb, k, n, !shared_b);
+    return std::vector<std::vector<double>>{matmul_ref(batches, m, k, n, a, b)};
+  };
+  return c;
+}
+
+std::vector<double> linear_ref(const std::vector<double>& x, const std::vector<double>& w,
+                               const std::vector<double>* bias, int64_t rows, int64_t in,
+                               int64_t out) {
+  std::vector<double> y(static_cast<size_t>(rows * out));
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t o = 0; o < out; ++o) {
+      double acc = bias ? (*bias)[o] : 0.0;
+      for (int64_t i = 0; i < in; ++i) acc += x[r * in + i] * w[o * in + i];
+      y[r * out + o] = acc;
+    }
+  return y;
+}
+
+std::vector<OpCase> matmul_cases() {
+  std::vector<OpCase> cases;
+  cases.push_back(matmul_case("matmul_2d", {3, 4}, {4, 5}, false, false, false, 100));
+  cases.push_back(matmul_case("matmul_batched", {2, 3, 4}, {2, 4, 5}, false, false, false, 102));
+  cases.push_back(
+      matmul_case("matmul_batched_4d", {2, 2, 3, 4}, {2, 2, 4, 5}, false, false, false, 104));
+  cases.push_back(matmul_case("matmul_shared_rhs", {2, 3, 4}, {4, 5}, false, false, true, 106));
+  cases.push_back(matmul_case("matmul_transposed_rhs", {3, 4}, {5, 4}, false, true, false, 108));
+  cases.push_back(matmul_case("matmul_transposed_lhs", {4, 3}, {4, 5}, true, false, false, 110));
+  cases.push_back(matmul_case("matmul_both_transposed", {4, 3}, {5, 4}, true, true, false, 112));
+  cases.push_back(
+      matmul_case("matmul_batched_transposed_rhs", {2, 3, 4}, {2, 5, 4}, false, true, false, 114));
+  cases.push_back(
+      matmul_case("matmul_shared_transposed_rhs", {2, 3, 4}, {5, 4}, false, true, true, 116));
+  cases.push_back(matmul_case("matmul_row_times_column", {1, 4}, {4, 1}, false, false, false, 118));
+  cases.push_back(matmul_case("matmul_inner_one", {3, 1}, {1, 4}, false, false, false, 120));
+
+  // Attention-style operands: q [B, T, H, D] permuted to [B, H, T, D] against k^T, both strided
+  // in their batch dims as well as transposed.
+  OpCase heads;
+  heads.op = "matmul";
+  heads.name = "matmul_permuted_heads";
+  heads.make_inputs = [] {
+    return std::vector<Tensor>{randn({2, 3, 2, 4}, 122), randn({2, 5, 2, 4}, 123)};
+  };
+  heads.fn = [](const std::vector<Tensor>& x) {
+    Tensor q = permute(x[0], {0, 2, 1, 3});     // [B, H, T, D]
+    Tensor kt = permute(x[1], {0, 2, 3, 1});    // [B, H, D, S]
+    return std::vector<Tensor>{matmul(q, kt)};  // [B, H, T, S]
+  };
+  heads.reference = [](const std::vector<Tensor>& x) {
+    const std::vector<double> q = to_double(x[0]), k = to_double(x[1]);
+    std::vector<double> out(2 * 2 * 3 * 5);
+    for (int b = 0; b < 2; ++b)
+      for (int h = 0; h < 2; ++h)
+        for (int t = 0; t < 3; ++t)
+          for (int s = 0; s < 5; ++s) {
+            double acc = 0;
+            for (int d = 0; d < 4; ++d)
+              acc += q[((b * 3 + t) * 2 + h) * 4 + d] * k[((b * 5 + s) * 2 + h) * 4 + d];
+            out[((b * 2 + h) * 3 + t) * 5 + s] = acc;
+          }
+    return std::vector<std::vector<double>>{out};
+  };
+  cases.push_back(heads);
+
+  OpCase lin;
+  lin.op = "linear";
+  lin.name = "linear_bias_3d";
+  lin.make_inputs = [] {
+    return std::vector<Tensor>{randn({2, 3, 4}, 130), randn({5, 4}, 131), randn({5}, 132)};
+  };
+  lin.fn = [](const std::vector<Tensor>& x) {
+    return std::vector<Tensor>{linear(x[0], x[1], x[2])};
+  };
+  lin.reference = [](const std::vector<Tensor>& x) {
+    const std::vector<double> b = to_double(x[2]);
+    return std::vector<std::vector<double>>{
+        linear_ref(to_double(x[0]), to_double(x[1]), &b, 6, 4, 5)};
+  };
+  cases.push_back(lin);
+
+  OpCase lin_nb = lin;
+  lin_nb.name = "linear_no_bias_3d";
+  lin_nb.make_inputs = [] {
+    return std::vector<Tensor>{randn({2, 3, 4}, 133), randn({5, 4}, 134)};
+  };
+  lin_nb.fn = [](const std::vector<Tensor>& x) { return std::vector<Tensor>{linear(x[0], x[1])}; };
+  lin_nb.reference = [](const std::vector<Tensor>& x) {
+    return std::vector<std::vector<double>>{
+        linear_ref(to_double(x[0]), to_double(x[1]), nullptr, 6, 4, 5)};
+  };
+  cases.push_back(lin_nb);
+
+  // A strided input (the transpose of a [4, 3] buffer) that linear must reshape by copying.
+  OpCase lin_view = lin;
+  lin_view.name = "linear_transposed_input";
+  lin_view.make_inputs = [] {
+    return std::vector<Tensor>{randn({4, 3}, 135), randn({5, 4}, 136), randn({5}, 137)};
+  };
+  lin_view.fn = [](const std::vector<Tensor>& x) {
+    return std::vector<Tensor>{linear(transpose(x[0], 0, 1), x[1], x[2])};
+  };
+  lin_view.reference = [](const std::vector<Tensor>& x) {
+    const std::vector<double> xv = to_double(x[0]), b = to_double(x[2]);
+    std::vector<double> xt(12);
+    for (int i = 0; i < 3; ++i)
+      for (int j = 0; j < 4; ++j) xt[i * 4 + j] = xv[j * 3 + i];
+    return std::vector<std::vector<double>>{linear_ref(xt, to_double(x[1]), &b, 3, 4, 5)};
+  };
+  cases.push_back(lin_view);
+
+  // Outputs consumed through a permute: the gradient reaching the op is a strided view.
+  OpCase mm_perm =
+      matmul_case("matmul_shared_rhs_output_permuted", {2, 3, 4}, {4, 5}, false, false, true, 124);
+  const auto mm_ref = mm_perm.reference;
+  mm_perm.fn = [](const std::vector<Tensor>& x) {
+    return std::vector<Tensor>{permute(matmul(x[0], x[1]), {2, 0, 1})};
+  };
+  mm_perm.reference = [mm_ref](const std::vector<Tensor>& x) {
+    return std::vector<std::vector<double>>{permute_values(mm_ref(x)[0], {2, 3, 5}, {2, 0, 1})};
+  };
+  cases.push_back(mm_perm);
+
+  OpCase lin_perm = lin;
+  lin_perm.name = "linear_output_transposed";
+  lin_perm.fn = [](const std::vector<Tensor>& x) {
+    return std::vector<Tensor>{transpose(linear(x[0], x[1], x[2]), 0, 2)};
+  };
+  lin_perm.reference = [ref = lin.reference](const std::vector<Tensor>& x) {
+    return std::vector<std::vector<double>>{permute_values(ref(x)[0], {2, 3, 5}, {2, 1, 0})};
+  };
+  cases.push_back(lin_perm);
+  return cases;
+}
+
+const OpCaseRegistrar kRegister(matmul_cases());
+
+// The forward of a transposed operand allocates only its output: GEMM reads the view as is.
+TEST(Matmul, TransposedViewsAreNotCopied) {
+  autograd::NoGradGuard no_grad;
+  Tensor a = randn({8, 16}, 1), b = randn({12, 16}, 2), c = randn({16, 8}, 3);
+  const int64_t before = host_memory_stats().allocations;
+  Tensor out = matmul(a, transpose(b, 0, 1));
+  EXPECT_EQ(host_memory_stats().allocations - before, 1);
+  Tensor out2 = matmul(transpose(c, 0, 1), transpose(b, 0, 1));
+  EXPECT_EQ(host_memory_stats().allocations - before, 2);
+  Tensor batched = randn({2, 8, 16}, 4), kt = randn({2, 12, 16}, 5);
+  const int64_t before3 = host_memory_stats().allocations;
+  Tensor out3 = matmul(batched, transpose(kt, 1, 2));
+  EXPECT_EQ(host_memory_stats().allocations - before3, 1);
+  expect_close(out2, matmul(contiguous(transpose(c, 0, 1)), contiguous(transpose(b, 0, 1))), 0, 0);
+}
+
+// A view with no unit stride in either matrix dim (every other column) must still be right.
+TEST(Matmul, NonUnitStrideOperandIsHandled) {
+  Tensor base = randn({3, 8}, 7), b = randn({4, 5}, 8);
+  Tensor a = base.alias({3, 4}, {8, 2}, 0);  // columns 0, 2, 4, 6
+  const std::vector<double> bv = to_double(base);
+  std::vector<double> av(12);
+  for (int i = 0; i < 3; ++i)
+    for (int j = 0; j < 4; ++j) av[i * 4 + j] = bv[i * 8 + 2 * j];
+  const std::vector<double> bb = to_double(b);
+  expect_close(matmul(a, b), matmul_ref(1, 3, 4, 5, dense(av, 3, 4), dense(bb, 4, 5)), 1e-5, 1e-5);
+}
+
+TEST(Matmul, LargerThanBlasBlocking) {
+  // Big enough for OpenBLAS to block and thread; values O(1), K = 96: error ~ 1e-5 absolute.
+  Tensor a = randn({2, 40, 96}, 9), b = randn({96, 33}, 10);
+  const std::vector<double> av = to_double(a), bv = to_double(b);
+  expect_close(matmul(a, b), matmul_ref(2, 40, 96, 33, dense(av, 40, 96), dense(bv, 96, 33, false)),
+               1e-5, 5e-5);
+}
+
+TEST(Matmul, ShapeErrorsNameTheShapes) {
+  EXPECT_ERROR_CONTAINS(matmul(randn({3, 4}, 1), randn({5, 6}, 2)), "inner dimensions 4 and 5");
+  EXPECT_ERROR_CONTAINS(matmul(randn({2, 3, 4}, 1), randn({3, 4, 5}, 2)),
+                        "batch dimensions differ");
+  EXPECT_ERROR_CONTAINS(matmul(randn({4}, 1), randn({4, 5}, 2)), "f32[4]");
+  EXPECT_ERROR_CONTAINS(matmul(randn({3, 4}, 1), Tensor::zeros({4, 2}, DType::i32)), "i32[4, 2]");
+}
+
+TEST(Linear, ShapeErrorsNameTheShapes) {
+  EXPECT_ERROR_CONTAINS(linear(randn({2, 3}, 1), randn({5, 4}, 2)), "does not end in 4 features");
+  EXPECT_ERROR_CONTAINS(linear(randn({2, 4}, 1), randn({5, 4}, 2), randn({4}, 3)),
+                        "bias must be [5]");
+  EXPECT_ERROR_CONTAINS(linear(randn({2, 4}, 1), randn({4}, 2)), "[out, in]");
+}
+
+TEST(Linear, OnlyWeightRequiresGrad) {
+  // Gradients flow only where asked; x gets none, the weight gets x^T g.
+  Tensor x = randn({3, 2}, 1);
+  Tensor w = randn({4, 2}, 2).set_requires_grad(true);
+  Tensor g = randn({3, 4}, 3);
+  linear(x, w).backward(g);
+  EXPECT_FALSE(x.grad().defined());
+  const std::vector<double> xv = to_double(x), gv = to_double(g);
+  std::vector<double> expect(8, 0.0);
+  for (int o = 0; o < 4; ++o)
+    for (int i = 0; i < 2; ++i)
+      for (int r = 0; r < 3; ++r) expect[o * 2 + i] += gv[r * 4 + o] * xv[r * 2 + i];
+  expect_close(w.grad(), expect, 1e-5, 1e-6);
+}
+
+}  // namespace
+}  // namespace braid::testing
