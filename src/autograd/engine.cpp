@@ -5,6 +5,7 @@
 #include <unordered_map>
 
 #include "autograd/accumulate_grad.h"
+#include "autograd/leaf_capture.h"
 #include "braid/autograd/grad_mode.h"
 #include "braid/autograd/node.h"
 #include "braid/ops/elementwise.h"
@@ -13,6 +14,14 @@ namespace braid::autograd {
 
 std::vector<Tensor> AccumulateGrad::apply(std::vector<Tensor>&& grads) {
   Tensor& incoming = grads.at(0);
+  // Inside a recompute replay, a captured leaf's gradient goes back to the outer pass.
+  for (GradCapture* c = current_grad_capture(); c; c = c->enclosing) {
+    auto it = c->grads.find(leaf_.impl());
+    if (it == c->grads.end()) continue;
+    if (incoming.defined())
+      it->second = it->second.defined() ? add(it->second, incoming) : incoming.clone();
+    return {};
+  }
   if (incoming.defined()) {
     Tensor current = leaf_.grad();
     if (current.defined()) {
@@ -127,21 +136,40 @@ void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads
 }
 
 std::vector<Tensor> recompute(const RecomputeFn& fn, const std::vector<Tensor>& inputs) {
+  // Forward without history, noting the parameters (leaves requiring grad) fn touches.
+  LeafRecorder recorder;
+  recorder.enclosing = current_leaf_recorder();
+  for (const Tensor& t : inputs) recorder.seen.insert(t.impl());  // inputs have their own edges
   std::vector<Tensor> outputs;
   {
+    current_leaf_recorder() = &recorder;
     NoGradGuard no_grad;
-    outputs = fn(inputs);
+    try {
+      outputs = fn(inputs);
+    } catch (...) {
+      current_leaf_recorder() = recorder.enclosing;
+      throw;
+    }
+    current_leaf_recorder() = recorder.enclosing;
   }
+  if (recorder.enclosing)
+    for (const Tensor& p : recorder.leaves) recorder.enclosing->note(p);
   if (!GradMode::is_enabled()) return outputs;
 
+  // Edges to the inputs and to every parameter used inside: the parameters' gradients come
+  // out of this node, so the outer pass counts them like any other contribution.
+  std::vector<Tensor> edges = inputs;
+  const std::vector<Tensor> params = recorder.leaves;
+  edges.insert(edges.end(), params.begin(), params.end());
   std::vector<Tensor*> out_ptrs;
   // Fresh handles: an output may be one of the inputs (a passthrough, or contiguous() of a
   // dense input), and recording history on it would turn that input into a non-leaf.
   for (Tensor& o : outputs) o = o.detach();
   for (Tensor& o : outputs) out_ptrs.push_back(&o);
-  std::vector<Tensor> saved = inputs;
-  record("Recompute", inputs, out_ptrs, [fn, saved](const std::vector<Tensor>& grad_outputs) {
-    // Re-run the segment with history on detached inputs, then backprop through it.
+  const std::vector<Tensor> saved = inputs;
+  record("Recompute", edges, out_ptrs, [fn, saved, params](const std::vector<Tensor>& grad_outputs) {
+    // Re-run the segment with history on detached inputs, then backprop through it with the
+    // parameters' gradients captured rather than accumulated.
     std::vector<Tensor> replay_inputs;
     for (const Tensor& t : saved) {
       Tensor d = t.detach();
@@ -153,16 +181,27 @@ std::vector<Tensor> recompute(const RecomputeFn& fn, const std::vector<Tensor>& 
       GradModeGuard enable(true);
       replay_outputs = fn(replay_inputs);
     }
+    GradCapture capture;
+    capture.enclosing = current_grad_capture();
+    for (const Tensor& p : params) capture.grads.emplace(p.impl(), Tensor());
     std::vector<Tensor> roots, root_grads;
     for (size_t i = 0; i < replay_outputs.size(); ++i) {
       if (!replay_outputs[i].requires_grad() || !grad_outputs[i].defined()) continue;
       roots.push_back(replay_outputs[i]);
       root_grads.push_back(grad_outputs[i]);
     }
-    if (!roots.empty()) backward(roots, root_grads);
-    std::vector<Tensor> input_grads;
-    for (const Tensor& r : replay_inputs) input_grads.push_back(r.requires_grad() ? r.grad() : Tensor());
-    return input_grads;
+    current_grad_capture() = &capture;
+    try {
+      if (!roots.empty()) backward(roots, root_grads);
+    } catch (...) {
+      current_grad_capture() = capture.enclosing;
+      throw;
+    }
+    current_grad_capture() = capture.enclosing;
+    std::vector<Tensor> grads;
+    for (const Tensor& r : replay_inputs) grads.push_back(r.requires_grad() ? r.grad() : Tensor());
+    for (const Tensor& p : params) grads.push_back(capture.grads.at(p.impl()));
+    return grads;
   });
   return outputs;
 }

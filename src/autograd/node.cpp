@@ -4,6 +4,7 @@
 #include <atomic>
 
 #include "autograd/accumulate_grad.h"
+#include "autograd/leaf_capture.h"
 #include "braid/autograd/grad_mode.h"
 
 namespace braid::autograd {
@@ -54,7 +55,20 @@ void GradMode::set_enabled(bool enabled) { t_grad_enabled = enabled; }
 
 Node::Node() : sequence_nr_(g_next_sequence_nr.fetch_add(1)) {}
 
+LeafRecorder*& current_leaf_recorder() {
+  thread_local LeafRecorder* recorder = nullptr;
+  return recorder;
+}
+
+GradCapture*& current_grad_capture() {
+  thread_local GradCapture* capture = nullptr;
+  return capture;
+}
+
 bool needs_grad(std::initializer_list<const Tensor*> inputs) {
+  if (LeafRecorder* r = current_leaf_recorder())
+    for (const Tensor* t : inputs)
+      if (t) r->note(*t);
   if (!GradMode::is_enabled()) return false;
   for (const Tensor* t : inputs)
     if (t && t->defined() && t->requires_grad()) return true;
@@ -62,6 +76,8 @@ bool needs_grad(std::initializer_list<const Tensor*> inputs) {
 }
 
 bool needs_grad(const std::vector<Tensor>& inputs) {
+  if (LeafRecorder* r = current_leaf_recorder())
+    for (const Tensor& t : inputs) r->note(t);
   if (!GradMode::is_enabled()) return false;
   for (const Tensor& t : inputs)
     if (t.defined() && t.requires_grad()) return true;

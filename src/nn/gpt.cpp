@@ -74,6 +74,13 @@ Tensor Gpt::forward(const Tensor& ids) const {
   BRAID_CHECK(t <= config_.block_size,
               "sequence of {} tokens is longer than the model's {} positions (model.block_size)", t,
               config_.block_size);
+  // The embedding accepts padding rows; a token id there would be a silent data bug.
+  const Tensor dense_ids = ids.contiguous();
+  const int32_t* id = dense_ids.data<int32_t>();
+  for (int64_t i = 0; i < dense_ids.numel(); ++i)
+    BRAID_CHECK(id[i] >= 0 && id[i] < config_.vocab_size,
+                "token id {} at position {} is outside the vocabulary [0, {})", id[i], i,
+                config_.vocab_size);
   std::vector<int32_t> positions(t);
   std::iota(positions.begin(), positions.end(), 0);
   Tensor x = add(wte->forward(ids), wpe->forward(Tensor::from_vector(positions, {t})));

@@ -133,7 +133,10 @@ Tensor narrow(const Tensor& x, int dim, int64_t start, int64_t length) {
 }
 
 Tensor contiguous(const Tensor& x) {
-  if (x.is_contiguous()) return x;
+  if (x.is_contiguous()) {
+    autograd::needs_grad({&x});  // a returned input is still a use (recompute discovers it)
+    return x;
+  }
   Tensor out = x.detach().clone();
   if (autograd::needs_grad({&x})) {
     autograd::record("Contiguous", {x}, {&out}, [](const std::vector<Tensor>& g) {

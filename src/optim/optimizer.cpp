@@ -13,7 +13,8 @@ std::vector<ParamEntry> decay_groups(const nn::NamedTensors& params, float weigh
   return out;
 }
 
-Optimizer::Optimizer(std::vector<ParamEntry> params) : params_(std::move(params)) {
+Optimizer::Optimizer(std::vector<ParamEntry> params)
+    : params_(std::move(params)), param_steps_(params_.size(), 0) {
   for (const auto& e : params_)
     BRAID_CHECK(e.param.dtype() == DType::f32 && e.param.is_contiguous(),
                 "optimizer parameter '{}' must be dense f32, got {}", e.name, e.param.str());
@@ -42,7 +43,7 @@ void AdamW::step(float lr, float grad_scale) {
     if (!grad.defined()) continue;
     Tensor p = params_[i].param.detach();
     const ops::AdamWHyper hyper{lr, options_.beta1, options_.beta2, options_.eps,
-                                params_[i].weight_decay, step_};
+                                params_[i].weight_decay, ++param_steps_[i]};
     ops::kernel<ops::AdamWKernel>(p.device())(p, grad.contiguous(), exp_avg_[i], exp_avg_sq_[i],
                                               hyper, grad_scale);
   }
@@ -62,7 +63,8 @@ void Sgd::step(float lr, float grad_scale) {
     if (!grad.defined()) continue;
     Tensor p = params_[i].param.detach();
     ops::kernel<ops::SgdKernel>(p.device())(p, grad.contiguous(), buffers_[i], lr, momentum_,
-                                            params_[i].weight_decay, grad_scale, step_ == 1);
+                                            params_[i].weight_decay, grad_scale,
+                                            ++param_steps_[i] == 1);
   }
 }
 

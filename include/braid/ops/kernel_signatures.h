@@ -27,7 +27,7 @@ BRAID_KERNEL_SIGNATURE(AffineKernel, "affine", const Tensor& x, float alpha, flo
                        Tensor& out);
 // out[j] = sum of x over the rows that broadcast onto j (out's shape broadcasts to x's).
 BRAID_KERNEL_SIGNATURE(SumToKernel, "sum_to", const Tensor& x, Tensor& out);
-// Returns sum(x) and sum(x^2) accumulated in double (loss means, gradient norms).
+// Returns sum(x) and sum(x^2): partial sums of short blocks in float, blocks added in double.
 BRAID_KERNEL_SIGNATURE(SumKernel, "sum", const Tensor& x, double* sum, double* sum_squares);
 
 // c = alpha * op(a) @ op(b) + beta * c, batched over leading dims (a's and b's batch dims

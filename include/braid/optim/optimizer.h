@@ -31,10 +31,14 @@ class Optimizer {
   virtual void step(float lr, float grad_scale = 1.0f) = 0;
   void zero_grad();
   int64_t steps_taken() const { return step_; }
+  // Updates applied to parameter i (PyTorch counts per parameter: one without a gradient in
+  // a step is not updated and its bias correction does not advance).
+  int64_t param_steps(size_t i) const { return param_steps_.at(i); }
   const std::vector<ParamEntry>& params() const { return params_; }
 
  protected:
   std::vector<ParamEntry> params_;
+  std::vector<int64_t> param_steps_;
   int64_t step_ = 0;
 };
 

@@ -1,4 +1,5 @@
 // CPU kernels for GELU (tanh approximation) and row softmax.
+#include <algorithm>
 #include <cmath>
 
 #include "ops/cpu/cpu_kernels.h"
@@ -9,6 +10,7 @@ namespace {
 
 constexpr float kSqrt2OverPi = 0.7978845608028654f;
 constexpr float kGeluCoeff = 0.044715f;
+constexpr int64_t kChunk = 4096;  // elements per parallel work item
 
 }  // namespace
 
@@ -16,11 +18,13 @@ void gelu_forward(const Tensor& x, Tensor& y) {
   const int64_t n = x.numel();
   const float* px = x.data<float>();
   float* py = y.data<float>();
-#pragma omp parallel for simd if (n > (1 << 14))
-  for (int64_t i = 0; i < n; ++i) {
-    const float v = px[i];
-    const float inner = kSqrt2OverPi * (v + kGeluCoeff * v * v * v);
-    py[i] = 0.5f * v * (1.0f + fast_tanh(inner));
+  auto gelu = [](auto v) { return 0.5f * v * (1.0f + fast_tanh(kSqrt2OverPi * (v + kGeluCoeff * v * v * v))); };
+#pragma omp parallel for if (n > (1 << 14))
+  for (int64_t b = 0; b < n; b += kChunk) {
+    const int64_t e = std::min(n, b + kChunk);
+    int64_t i = b;
+    for (; i + 8 <= e; i += 8) store8(py + i, gelu(load8(px + i)));
+    for (; i < e; ++i) py[i] = gelu(px[i]);
   }
 }
 
@@ -29,13 +33,17 @@ void gelu_backward(const Tensor& x, const Tensor& dy, Tensor& dx) {
   const float* px = x.data<float>();
   const float* pdy = dy.data<float>();
   float* pdx = dx.data<float>();
-#pragma omp parallel for simd if (n > (1 << 14))
-  for (int64_t i = 0; i < n; ++i) {
-    const float v = px[i];
-    const float inner = kSqrt2OverPi * (v + kGeluCoeff * v * v * v);
-    const float t = fast_tanh(inner);
-    const float dinner = kSqrt2OverPi * (1.0f + 3.0f * kGeluCoeff * v * v);
-    pdx[i] = pdy[i] * (0.5f * (1.0f + t) + 0.5f * v * (1.0f - t * t) * dinner);
+  auto grad = [](auto v, auto g) {
+    const auto t = fast_tanh(kSqrt2OverPi * (v + kGeluCoeff * v * v * v));
+    const auto dinner = kSqrt2OverPi * (1.0f + 3.0f * kGeluCoeff * v * v);
+    return g * (0.5f * (1.0f + t) + 0.5f * v * (1.0f - t * t) * dinner);
+  };
+#pragma omp parallel for if (n > (1 << 14))
+  for (int64_t b = 0; b < n; b += kChunk) {
+    const int64_t e = std::min(n, b + kChunk);
+    int64_t i = b;
+    for (; i + 8 <= e; i += 8) store8(pdx + i, grad(load8(px + i), load8(pdy + i)));
+    for (; i < e; ++i) pdx[i] = grad(px[i], pdy[i]);
   }
 }
 
@@ -47,15 +55,8 @@ void softmax_forward(const Tensor& x, Tensor& y) {
   for (int64_t r = 0; r < rows; ++r) {
     const float* in = px + r * c;
     float* out = py + r * c;
-    float mx = -INFINITY;
-    for (int64_t i = 0; i < c; ++i) mx = std::max(mx, in[i]);
-    float total = 0;
-#pragma omp simd reduction(+ : total)
-    for (int64_t i = 0; i < c; ++i) {
-      out[i] = fast_exp(in[i] - mx);
-      total += out[i];
-    }
-    const float inv = 1.0f / total;
+    const float mx = row_max(in, c);
+    const float inv = 1.0f / row_exp(in, c, mx, 1.0f, out);
     for (int64_t i = 0; i < c; ++i) out[i] *= inv;
   }
 }

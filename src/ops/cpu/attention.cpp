@@ -85,15 +85,9 @@ void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, bool c
               for (int64_t d = 0; d < D; ++d) qs[d] = qrow[d] * scale;
               float* srow = s.data() + r * kKeyTile;
               row_scores(qs.data(), kt.data(), limit, D, srow);
-              float mx = m[r];
-              for (int64_t c = 0; c < limit; ++c) mx = std::max(mx, srow[c]);
+              const float mx = std::max(m[r], row_max(srow, limit));
               const float correction = std::exp(m[r] - mx);  // 0 on the first tile (m = -inf)
-              float total = 0.0f;
-#pragma omp simd reduction(+ : total)
-              for (int64_t c = 0; c < limit; ++c) {
-                srow[c] = fast_exp(srow[c] - mx);
-                total += srow[c];
-              }
+              const float total = row_exp(srow, limit, mx, 1.0f, srow);
               l[r] = l[r] * correction + total;
               m[r] = mx;
               float* a = acc.data() + r * D;
@@ -154,9 +148,7 @@ void attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const
             const float* grow = dO.row(b, h, i);
             for (int64_t d = 0; d < D; ++d) qs[d] = qrow[d] * scale;
             row_scores(qs.data(), kt.data(), limit, D, p.data());
-            const float row_lse = lse_row[i];
-#pragma omp simd
-            for (int64_t c = 0; c < limit; ++c) p[c] = fast_exp(p[c] - row_lse);
+            row_exp(p.data(), limit, lse_row[i], 1.0f, p.data());
             row_scores(grow, vt.data(), limit, D, dp.data());  // dP = dO_i . V_c
             float* dqrow = dQ.row(b, h, i);
             for (int64_t c = 0; c < limit; ++c) {

@@ -16,13 +16,8 @@ void cross_entropy_forward(const Tensor& logits, const Tensor& targets, int64_t 
 #pragma omp parallel for
   for (int64_t r = 0; r < rows; ++r) {
     const float* row = x + r * vp;
-    float mx = -INFINITY;
-#pragma omp simd reduction(max : mx)
-    for (int64_t i = 0; i < num_classes; ++i) mx = std::max(mx, row[i]);
-    float total = 0.0f;
-#pragma omp simd reduction(+ : total)
-    for (int64_t i = 0; i < num_classes; ++i) total += fast_exp(row[i] - mx);
-    const float row_lse = mx + std::log(total);
+    const float mx = row_max(row, num_classes);
+    const float row_lse = mx + std::log(row_sum_exp(row, num_classes, mx));
     out_lse[r] = row_lse;
     loss[r] = t[r] == ignore_index ? 0.0f : row_lse - row[t[r]];
   }
@@ -44,9 +39,7 @@ void cross_entropy_backward(const Tensor& logits, const Tensor& targets, const T
       for (int64_t i = 0; i < vp; ++i) drow[i] = 0.0f;
       continue;
     }
-    const float row_lse = l[r];
-#pragma omp simd
-    for (int64_t i = 0; i < num_classes; ++i) drow[i] = fast_exp(row[i] - row_lse) * scale;
+    row_exp(row, num_classes, l[r], scale, drow);
     for (int64_t i = num_classes; i < vp; ++i) drow[i] = 0.0f;
     drow[t[r]] -= scale;
   }
