@@ -287,6 +287,17 @@ Tensor& Tensor::fill_(float value) {
   return copy_(one.alias(shape(), Shape(dim(), 0), 0));
 }
 
+Tensor& Tensor::rebind_(const Tensor& view) {
+  BRAID_CHECK(view.shape() == shape() && view.dtype() == dtype(),
+              "rebind_ of {} onto {}: shapes and dtypes must match", str(), view.str());
+  Tensor(view).copy_(*this);
+  TensorImpl& impl = checked();
+  impl.storage = view.storage();
+  impl.strides = view.strides();
+  impl.offset = view.offset();
+  return *this;
+}
+
 Tensor Tensor::reshape(const Shape& s) const { return braid::reshape(*this, s); }
 Tensor Tensor::transpose(int a, int b) const { return braid::transpose(*this, a, b); }
 Tensor Tensor::permute(const std::vector<int>& order) const { return braid::permute(*this, order); }

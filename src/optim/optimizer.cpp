@@ -28,16 +28,18 @@ void Optimizer::zero_grad() {
 }
 
 AdamW::AdamW(std::vector<ParamEntry> params, AdamWOptions options)
-    : Optimizer(std::move(params)), options_(options) {
-  for (const auto& e : params_) {
-    exp_avg_.push_back(Tensor::zeros(e.param.shape(), DType::f32, e.param.device()));
-    exp_avg_sq_.push_back(Tensor::zeros(e.param.shape(), DType::f32, e.param.device()));
-  }
-}
+    : Optimizer(std::move(params)), options_(options), exp_avg_(params_.size()),
+      exp_avg_sq_(params_.size()) {}
 
 void AdamW::step(float lr, float grad_scale) {
   autograd::NoGradGuard no_grad;
   ++step_;
+  for (size_t i = 0; i < params_.size(); ++i) {
+    if (exp_avg_[i].defined()) continue;
+    const Tensor& p = params_[i].param;
+    exp_avg_[i] = Tensor::zeros(p.shape(), DType::f32, p.device());
+    exp_avg_sq_[i] = Tensor::zeros(p.shape(), DType::f32, p.device());
+  }
   for (size_t i = 0; i < params_.size(); ++i) {
     Tensor grad = params_[i].param.grad();
     if (!grad.defined()) continue;

@@ -551,6 +551,7 @@ void apply_defaults(TrainConfig& cfg) {
   fill("parallel.tp", p->has_tp(), [&] { p->set_tp(1); });
   fill("parallel.pp", p->has_pp(), [&] { p->set_pp(1); });
   fill("parallel.dp", p->has_dp(), [&] { p->set_dp(1); });
+  fill("parallel.strategy", p->has_strategy(), [&] { p->set_strategy("auto"); });
 }
 
 std::vector<std::string> find_problems(const TrainConfig& cfg) {
@@ -664,6 +665,14 @@ void validate(const TrainConfig& cfg) {
 void set_field(TrainConfig& cfg, const std::string& path, const std::string& value,
                const std::string& origin) {
   const std::string context = origin.empty() ? fmt::format("--set {}={}", path, value) : origin;
+  // The one map field: strategy options are free-form keys read by the chosen strategy.
+  const std::string options_prefix = "parallel.strategy_options.";
+  if (path.rfind(options_prefix, 0) == 0 && path.size() > options_prefix.size()) {
+    (*cfg.proto.mutable_parallel()->mutable_strategy_options())[path.substr(options_prefix.size())] =
+        value;
+    cfg.overrides[path] = context;
+    return;
+  }
   const auto chain = resolve_path(path, context);
   const FieldDescriptor* field = chain.back();
   BRAID_CHECK(!field->is_repeated(), "{}: {} is a list; --set takes single values", context, path);

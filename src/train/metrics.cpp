@@ -34,7 +34,8 @@ std::string format_step(const StepMetrics& m, int64_t total_steps) {
       100.0 * m.mfu, static_cast<double>(m.peak_bytes) / (1 << 20), m.skipped ? " | SKIPPED" : "");
 }
 
-ProgressBar::ProgressBar(int64_t total) : total_(total), active_(isatty(STDOUT_FILENO) == 1) {}
+ProgressBar::ProgressBar(int64_t total)
+    : total_(total), active_(total > 0 && isatty(STDOUT_FILENO) == 1) {}
 
 void ProgressBar::update(const StepMetrics& m) {
   if (!active_) return;

@@ -12,6 +12,7 @@
 #include "braid/core/allocator.h"
 #include "braid/core/logging.h"
 #include "braid/data/gpt2_tokenizer.h"
+#include "braid/dist/solo_process_group.h"
 
 namespace braid::train {
 
@@ -42,10 +43,19 @@ std::unique_ptr<data::Tokenizer> load_tokenizer(const TrainConfig& config) {
   return std::make_unique<data::Gpt2Tokenizer>(data::Gpt2Tokenizer::load_dir(dir));
 }
 
-Trainer::Trainer(TrainConfig config) : config_(std::move(config)) {
+Trainer::Trainer(TrainConfig config, dist::ProcessGroupPtr world) : config_(std::move(config)) {
   validate(config_);
   const auto& tr = config_.training();
   if (tr.threads() > 0) omp_set_num_threads(tr.threads());
+  const auto& par = config_.parallel();
+  BRAID_CHECK(par.tp() == 1 && par.pp() == 1,
+              "parallel.tp={} and parallel.pp={}: tensor and pipeline parallelism are not "
+              "implemented yet; use tp = pp = 1 (data parallelism works: parallel.dp)",
+              par.tp(), par.pp());
+  if (!world) world = std::make_shared<dist::SoloProcessGroup>();
+  grid_ = std::make_unique<dist::ParallelGrid>(
+      world, dist::ParallelGrid::default_axes(par.tp(), 1, par.dp(), par.pp()));
+  if (world->size() > 1) set_log_prefix(fmt::format("[{} {}]", world->rank(), grid_->describe()));
 
   model_ = std::make_unique<nn::Gpt>(gpt_config(config_));
   model_->init_weights(tr.seed());
@@ -56,11 +66,18 @@ Trainer::Trainer(TrainConfig config) : config_(std::move(config)) {
       static_cast<float>(o.momentum()));
   schedule_ = {static_cast<float>(o.lr()), static_cast<float>(o.min_lr()), o.warmup_steps(),
                tr.steps(), o.schedule()};
+  const std::string strategy =
+      par.strategy() == "auto" ? (par.dp() > 1 ? "ddp" : "none") : par.strategy();
+  strategy_ = parallel::make_strategy(
+      strategy, parallel::StrategyOptions(par.strategy_options().begin(), par.strategy_options().end()));
+  strategy_->setup(*model_, *optimizer_, *grid_);
 
   data::SamplerConfig sc;
   sc.batch_size = tr.batch_size();
   sc.seq_len = tr.seq_len();
   sc.seed = tr.seed();
+  sc.dp_rank = grid_->coord("dp");
+  sc.dp_size = grid_->size("dp");
   data::TokenDataset train_set = data::TokenDataset::from_pattern(config_.data().train_pattern());
   train_set.validate_ids(model_->config().vocab_size);
   train_sampler_.emplace(std::move(train_set), sc);
@@ -75,12 +92,14 @@ Trainer::Trainer(TrainConfig config) : config_(std::move(config)) {
   peak_flops_ = measure_cpu_peak_flops();
   flops_per_token_ = nn::training_flops_per_token(model_->config(), model_->num_parameters(),
                                                   tr.seq_len());
+  if (!is_lead()) return;
   log().info("model: {} layers, {} heads, width {}, vocab {} (padded {}), {:.2f}M parameters",
              model_->config().n_layer, model_->config().n_head, model_->config().n_embd,
              model_->config().vocab_size, model_->config().padded_vocab(),
              static_cast<double>(model_->num_parameters()) / 1e6);
-  log().info("data: {} train tokens; {} threads; peak {:.1f} GFLOP/s (sgemm)",
-             train_sampler_->dataset().total_tokens(), omp_get_max_threads(), peak_flops_ / 1e9);
+  log().info("data: {} train tokens; {} threads; peak {:.1f} GFLOP/s (sgemm); {} x{} ({})",
+             train_sampler_->dataset().total_tokens(), omp_get_max_threads(), peak_flops_ / 1e9,
+             strategy_->name(), world->size(), grid_->describe());
 }
 
 StepMetrics Trainer::train_step() {
@@ -97,14 +116,17 @@ StepMetrics Trainer::train_step() {
     Tensor loss = model_->loss(batch.inputs, batch.targets);
     loss_sum += loss.item();
     tokens += batch.inputs.numel();
+    strategy_->begin_backward(micro == accum - 1);
     loss.backward(micro_scale);  // the step's gradient is the mean over micro-batches
   }
+  strategy_->finish_backward();
   StepMetrics m;
   m.step = step_;
-  m.loss = static_cast<float>(loss_sum / accum);
+  m.loss = static_cast<float>(strategy_->reduce_metric(loss_sum / accum));
+  tokens *= grid_->size("dp");
   m.lr = schedule_.at(step_);
   const optim::ClipResult clip =
-      optim::clip_coefficient(model_->parameters(), static_cast<float>(config_.optimizer().grad_clip()));
+      strategy_->clip(static_cast<float>(config_.optimizer().grad_clip()));
   m.grad_norm = clip.norm;
   if (!std::isfinite(m.loss) || !std::isfinite(clip.norm)) {
     BRAID_CHECK(tr.skip_nonfinite_steps(),
@@ -115,7 +137,7 @@ StepMetrics Trainer::train_step() {
     log().warn("step {}: non-finite loss {} or gradient norm {}; update skipped", step_ + 1, m.loss,
                clip.norm);
   } else {
-    optimizer_->step(m.lr, clip.scale);
+    strategy_->step(m.lr, clip.scale);
   }
   ++step_;
   m.step_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
@@ -137,7 +159,8 @@ float Trainer::evaluate() {
     data::Batch batch = val_sampler_->next();
     total += model_->loss(batch.inputs, batch.targets).item();
   }
-  return static_cast<float>(total / static_cast<double>(std::max<int64_t>(batches, 1)));
+  return static_cast<float>(
+      strategy_->reduce_metric(total / static_cast<double>(std::max<int64_t>(batches, 1))));
 }
 
 std::string Trainer::sample(const std::string& prompt) {
@@ -155,22 +178,24 @@ std::string Trainer::sample(const std::string& prompt) {
 void Trainer::fit() {
   const auto& tr = config_.training();
   const int64_t total = tr.steps();
-  ProgressBar bar(total);
+  ProgressBar bar(is_lead() ? total : 0);
   auto validate_now = [&] {
     if (!val_sampler_) return;
     const float v = evaluate();
     val_history_.emplace_back(step_, v);
     if (bar.active()) std::printf("\n");
-    log().info("step {:>5}/{} | val loss {:.4f}", step_, total, v);
+    if (is_lead()) log().info("step {:>5}/{} | val loss {:.4f}", step_, total, v);
   };
   if (tr.val_every() > 0 && step_ == 0) validate_now();
   while (step_ < total) {
     const StepMetrics m = train_step();
     bar.update(m);
-    if (!bar.active() && (tr.log_every() <= 1 || step_ % tr.log_every() == 0 || step_ == total))
+    if (is_lead() && !bar.active() &&
+        (tr.log_every() <= 1 || step_ % tr.log_every() == 0 || step_ == total))
       log().info("{}", format_step(m, total));
     if (tr.val_every() > 0 && step_ % tr.val_every() == 0 && step_ != total) validate_now();
-    if (config_.sample().every() > 0 && step_ % config_.sample().every() == 0 && step_ != total)
+    if (is_lead() && config_.sample().every() > 0 && step_ % config_.sample().every() == 0 &&
+        step_ != total)
       log().info("sample: {}", sample(config_.sample().prompt()));
   }
   bar.finish();

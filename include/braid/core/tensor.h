@@ -95,6 +95,9 @@ class Tensor {
   Tensor to(Device device) const;  // dense copy on another device
   Tensor& copy_(const Tensor& src);  // elementwise copy with dtype conversion; shapes must match
   Tensor& fill_(float value);
+  // Copies this tensor's values into `view` (same shape and dtype) and makes every handle of
+  // this tensor use view's memory from then on: how parameters move into flat buffers.
+  Tensor& rebind_(const Tensor& view);
   Tensor& zero_() { return fill_(0.0f); }
 
   // ---- differentiable views (forward to braid/ops) -----------------------------------------

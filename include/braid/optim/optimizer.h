@@ -48,10 +48,14 @@ struct AdamWOptions {
 
 class AdamW : public Optimizer {
  public:
+  // The moments are allocated at the first step, so a strategy that shards the optimizer
+  // state (ZeRO-1) and never calls step() pays nothing for them.
   AdamW(std::vector<ParamEntry> params, AdamWOptions options);
   void step(float lr, float grad_scale = 1.0f) override;
-  const Tensor& exp_avg(size_t i) const { return exp_avg_[i]; }
-  const Tensor& exp_avg_sq(size_t i) const { return exp_avg_sq_[i]; }
+  const AdamWOptions& options() const { return options_; }
+  // Undefined before the first step.
+  const Tensor& exp_avg(size_t i) const { return exp_avg_.at(i); }
+  const Tensor& exp_avg_sq(size_t i) const { return exp_avg_sq_.at(i); }
 
  private:
   AdamWOptions options_;

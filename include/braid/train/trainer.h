@@ -10,10 +10,12 @@
 #include <vector>
 
 #include "braid/data/batch_sampler.h"
+#include "braid/dist/parallel_grid.h"
 #include "braid/data/tokenizer.h"
 #include "braid/nn/gpt.h"
 #include "braid/optim/optimizer.h"
 #include "braid/optim/schedule.h"
+#include "braid/parallel/strategy.h"
 #include "braid/train/config.h"
 #include "braid/train/metrics.h"
 
@@ -27,9 +29,10 @@ std::unique_ptr<data::Tokenizer> load_tokenizer(const TrainConfig& config);
 
 class Trainer {
  public:
-  // Builds the model (initialised from training.seed), optimizer and samplers; opens the data
-  // (errors name missing or corrupt shards and out-of-vocabulary ids).
-  explicit Trainer(TrainConfig config);
+  // Builds the grid over `world` (null: this process alone), the model (initialised from
+  // training.seed), optimizer, parallel strategy and samplers; opens the data (errors name
+  // missing or corrupt shards and out-of-vocabulary ids). Collective over `world`.
+  explicit Trainer(TrainConfig config, dist::ProcessGroupPtr world = nullptr);
 
   // Runs the remaining steps up to training.steps; validation every val_every steps and at the
   // end. Throws on a non-finite loss unless training.skip_nonfinite_steps is set.
@@ -43,6 +46,10 @@ class Trainer {
 
   nn::Gpt& model() { return *model_; }
   optim::Optimizer& optimizer() { return *optimizer_; }
+  parallel::Strategy& strategy() { return *strategy_; }
+  const dist::ParallelGrid& grid() const { return *grid_; }
+  // True on the rank that prints progress (world rank 0).
+  bool is_lead() const { return grid_->world()->rank() == 0; }
   const TrainConfig& config() const { return config_; }
   const std::vector<StepMetrics>& history() const { return history_; }
   const std::vector<std::pair<int64_t, float>>& val_history() const { return val_history_; }
@@ -53,8 +60,10 @@ class Trainer {
 
  private:
   TrainConfig config_;
+  std::unique_ptr<dist::ParallelGrid> grid_;
   std::unique_ptr<nn::Gpt> model_;
   std::unique_ptr<optim::Optimizer> optimizer_;
+  std::unique_ptr<parallel::Strategy> strategy_;
   optim::LrSchedule schedule_;
   std::optional<data::BatchSampler> train_sampler_, val_sampler_;
   std::function<data::Batch()> batch_source_;

@@ -1,0 +1,81 @@
+// parallel::Strategy: the seam through which a parallel scheme plugs into training.
+//
+// The Trainer calls these hooks around every step; a strategy implements the ones it needs.
+// Data parallelism and ZeRO-1 are strategies; so can be anything registered from outside the
+// library with register_strategy (examples/custom_strategy shows one).
+//
+//   setup(model, optimizer, grid)        once, after the model is initialised
+//   begin_backward(last_micro_step)      before each micro-batch's backward
+//   on_grad_ready(param)                 from the autograd hook, per parameter per backward
+//   finish_backward()                    after the last micro-batch (wait for communication)
+//   clip(max_norm)                       the global gradient norm and clip coefficient
+//   step(lr, grad_scale)                 the optimizer update (ZeRO-1 owns it)
+//   reduce_metric(value)                 a per-rank scalar made global (loss for logging)
+#pragma once
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "braid/dist/parallel_grid.h"
+#include "braid/nn/module.h"
+#include "braid/optim/optimizer.h"
+#include "braid/optim/schedule.h"
+
+namespace braid::parallel {
+
+// Free-form options from the config (`parallel { strategy_options { key: value } }` or
+// --set); each strategy reads the keys it knows and rejects unknown ones.
+using StrategyOptions = std::map<std::string, std::string>;
+
+class Strategy {
+ public:
+  virtual ~Strategy() = default;
+  virtual std::string name() const = 0;
+
+  virtual void setup(nn::Module& model, optim::Optimizer& optimizer, const dist::ParallelGrid& grid);
+  virtual void begin_backward(bool last_micro_step) {}
+  virtual void on_grad_ready(Tensor& param) {}
+  virtual void finish_backward() {}
+  // Default: the norm of this rank's gradients, which is global when every rank holds full,
+  // identical gradients.
+  virtual optim::ClipResult clip(float max_norm);
+  // Default: optimizer.step(lr, grad_scale).
+  virtual void step(float lr, float grad_scale);
+  // Default: the value itself (single process).
+  virtual double reduce_metric(double value) { return value; }
+  // Extra state a checkpoint must hold to resume this strategy exactly.
+  virtual std::map<std::string, Tensor> state() const { return {}; }
+
+ protected:
+  nn::Module* model_ = nullptr;
+  optim::Optimizer* optimizer_ = nullptr;
+  const dist::ParallelGrid* grid_ = nullptr;
+};
+
+using StrategyFactory = std::function<std::unique_ptr<Strategy>(const StrategyOptions& options)>;
+
+// Makes `name` available to make_strategy (and to configs). Registering a name twice throws.
+void register_strategy(const std::string& name, StrategyFactory factory);
+// The strategy registered as `name`; an unknown name lists the registered ones.
+std::unique_ptr<Strategy> make_strategy(const std::string& name, const StrategyOptions& options);
+std::vector<std::string> registered_strategies();
+
+// Reads an option with a default, and checks that every key given is one the strategy knows.
+class OptionReader {
+ public:
+  OptionReader(const StrategyOptions& options, std::string strategy)
+      : options_(options), strategy_(std::move(strategy)) {}
+  double number(const std::string& key, double fallback);
+  bool flag(const std::string& key, bool fallback);
+  void finish() const;  // throws on keys nobody asked for
+
+ private:
+  const StrategyOptions& options_;
+  std::string strategy_;
+  std::vector<std::string> used_;
+};
+
+}  // namespace braid::parallel

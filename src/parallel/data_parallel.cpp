@@ -1,0 +1,197 @@
+// DataParallel: flat buffers, buckets launched from grad-ready hooks, ZeRO-1 sharded AdamW.
+#include "braid/parallel/data_parallel.h"
+
+#include <cmath>
+
+#include "braid/autograd/grad_mode.h"
+#include "braid/core/logging.h"
+#include "braid/ops/kernel_registry.h"
+#include "braid/ops/kernel_signatures.h"
+#include "braid/ops/reduce.h"
+
+namespace braid::parallel {
+
+DataParallelOptions DataParallelOptions::parse(const StrategyOptions& options, bool zero1) {
+  OptionReader reader(options, zero1 ? "zero1" : "ddp");
+  DataParallelOptions o;
+  o.bucket_mb = reader.number("bucket_mb", o.bucket_mb);
+  o.zero1 = zero1;
+  reader.finish();
+  BRAID_CHECK(o.bucket_mb > 0, "bucket_mb must be > 0, got {}", o.bucket_mb);
+  return o;
+}
+
+int64_t DataParallel::chunk_begin(const Bucket& b) const {
+  return b.begin + dist::chunk_offset(b.end - b.begin, group_->size(), group_->rank());
+}
+
+int64_t DataParallel::chunk_length(const Bucket& b) const {
+  return dist::chunk_size(b.end - b.begin, group_->size(), group_->rank());
+}
+
+void DataParallel::setup(nn::Module& model, optim::Optimizer& optimizer,
+                         const dist::ParallelGrid& grid) {
+  Strategy::setup(model, optimizer, grid);
+  autograd::NoGradGuard no_grad;
+  group_ = grid.group("dp");
+  for (const auto& entry : optimizer.params()) {
+    BRAID_CHECK(entry.param.dtype() == DType::f32 && entry.param.device().is_cpu(),
+                "data parallel handles f32 host parameters for now; '{}' is {} on {}", entry.name,
+                entry.param.str(), entry.param.device().str());
+    params_.push_back(entry.param);
+    weight_decay_.push_back(entry.weight_decay);
+  }
+  BRAID_CHECK(!params_.empty(), "data parallel needs parameters to synchronise");
+  if (options_.zero1)
+    BRAID_CHECK(dynamic_cast<optim::AdamW*>(&optimizer) != nullptr,
+                "zero1 shards AdamW's state; the optimizer here is not AdamW (use strategy ddp)");
+
+  // Flat layout in reverse registration order: the first buckets hold the last layers,
+  // whose gradients are ready first.
+  int64_t total = 0;
+  param_offset_.assign(params_.size(), 0);
+  for (size_t k = params_.size(); k-- > 0;) {
+    param_offset_[k] = total;
+    total += params_[k].numel();
+  }
+  flat_grads_ = Tensor::zeros({total});
+  flat_params_ = Tensor::zeros({total});
+  const int64_t bucket_elems =
+      std::max<int64_t>(1, static_cast<int64_t>(options_.bucket_mb * (1 << 20) / sizeof(float)));
+  bucket_of_.assign(params_.size(), 0);
+  for (size_t k = params_.size(); k-- > 0;) {
+    Tensor& p = params_[k];
+    if (buckets_.empty() || buckets_.back().end - buckets_.back().begin >= bucket_elems)
+      buckets_.push_back({param_offset_[k], param_offset_[k]});
+    Bucket& b = buckets_.back();
+    b.end = param_offset_[k] + p.numel();
+    ++b.params;
+    bucket_of_[k] = buckets_.size() - 1;
+    index_of_[p.impl()] = k;
+    // Every rank starts from rank 0's values (they are equal already when initialised by
+    // name; this also covers models loaded or perturbed per rank).
+    Tensor view = flat_params_.narrow(0, param_offset_[k], p.numel()).reshape(p.shape());
+    p.rebind_(view);
+    p.set_grad(flat_grads_.narrow(0, param_offset_[k], p.numel()).reshape(p.shape()));
+    p.add_grad_ready_hook([this](Tensor& param) { on_grad_ready(param); });
+  }
+  group_->broadcast(flat_params_, 0)->wait();
+
+  if (options_.zero1) {
+    int64_t shard = 0;
+    for (Bucket& b : buckets_) {
+      b.shard_offset = shard;
+      const int64_t cb = chunk_begin(b), cl = chunk_length(b);
+      // Cut this rank's chunk of the bucket at parameter boundaries.
+      for (size_t k = 0; k < params_.size(); ++k) {
+        const int64_t pb = param_offset_[k], pe = pb + params_[k].numel();
+        const int64_t lo = std::max(pb, cb), hi = std::min(pe, cb + cl);
+        if (lo < hi) segments_.push_back({k, lo, hi - lo, shard + (lo - cb)});
+      }
+      shard += cl;
+    }
+    shard_grads_ = Tensor::zeros({shard});
+    exp_avg_ = Tensor::zeros({shard});
+    exp_avg_sq_ = Tensor::zeros({shard});
+  }
+  log().info("{}: {} parameters ({:.1f} MiB) in {} buckets over dp={}", name(), params_.size(),
+             static_cast<double>(total) * 4 / (1 << 20), buckets_.size(), group_->size());
+}
+
+void DataParallel::begin_backward(bool last_micro_step) {
+  last_micro_step_ = last_micro_step;
+  in_backward_ = true;
+  if (!last_micro_step) return;
+  launched_early_ = 0;
+  for (Bucket& b : buckets_) {
+    b.pending = b.params;
+    b.work = nullptr;
+  }
+}
+
+void DataParallel::on_grad_ready(Tensor& param) {
+  if (!in_backward_ || !last_micro_step_) return;
+  auto it = index_of_.find(param.impl());
+  BRAID_CHECK(it != index_of_.end(), "grad-ready hook for a parameter data parallel does not own");
+  Bucket& b = buckets_[bucket_of_[it->second]];
+  if (--b.pending == 0) {
+    launch(bucket_of_[it->second]);
+    ++launched_early_;
+  }
+}
+
+void DataParallel::launch(size_t index) {
+  Bucket& b = buckets_[index];
+  Tensor grads = flat_grads_.narrow(0, b.begin, b.end - b.begin);
+  if (options_.zero1) {
+    Tensor out = shard_grads_.narrow(0, b.shard_offset, chunk_length(b));
+    b.work = group_->reduce_scatter(grads, out, dist::ReduceOp::avg);
+  } else {
+    b.work = group_->all_reduce(grads, dist::ReduceOp::avg);
+  }
+}
+
+void DataParallel::finish_backward() {
+  in_backward_ = false;
+  // Buckets with a parameter that got no gradient this pass never launched from a hook; the
+  // graph is the same on every rank, so launching them here keeps the order identical.
+  for (size_t i = 0; i < buckets_.size(); ++i)
+    if (!buckets_[i].work) launch(i);
+  for (Bucket& b : buckets_) b.work->wait();
+}
+
+optim::ClipResult DataParallel::clip(float max_norm) {
+  if (!options_.zero1) return Strategy::clip(max_norm);
+  // Each rank holds a disjoint shard of the averaged gradient: sum the squares over dp.
+  Tensor squares = Tensor::full({1}, static_cast<float>(sum_of_squares(shard_grads_)));
+  group_->all_reduce(squares, dist::ReduceOp::sum)->wait();
+  const double norm = std::sqrt(static_cast<double>(squares.item()));
+  float scale = 1.0f;
+  if (max_norm > 0 && std::isfinite(norm)) {
+    const double coef = static_cast<double>(max_norm) / (norm + 1e-6);
+    if (coef < 1.0) scale = static_cast<float>(coef);
+  }
+  return {norm, scale};
+}
+
+void DataParallel::step(float lr, float grad_scale) {
+  if (!options_.zero1) {
+    Strategy::step(lr, grad_scale);
+    return;
+  }
+  autograd::NoGradGuard no_grad;
+  const auto& adamw = dynamic_cast<optim::AdamW&>(*optimizer_).options();
+  ++step_;
+  const auto kernel = ops::kernel<ops::AdamWKernel>(Device::cpu());
+  for (const Segment& s : segments_) {
+    Tensor p = flat_params_.narrow(0, s.flat_begin, s.length);
+    Tensor m = exp_avg_.narrow(0, s.shard_begin, s.length);
+    Tensor v = exp_avg_sq_.narrow(0, s.shard_begin, s.length);
+    const ops::AdamWHyper hyper{lr, adamw.beta1, adamw.beta2, adamw.eps, weight_decay_[s.param],
+                                step_};
+    kernel(p, shard_grads_.narrow(0, s.shard_begin, s.length), m, v, hyper, grad_scale);
+  }
+  // Every rank gathers every bucket's updated chunks.
+  std::vector<dist::WorkPtr> works;
+  std::vector<Tensor> sent;
+  for (const Bucket& b : buckets_) {
+    sent.push_back(flat_params_.narrow(0, chunk_begin(b), chunk_length(b)).clone());
+    Tensor out = flat_params_.narrow(0, b.begin, b.end - b.begin);
+    works.push_back(group_->all_gather(sent.back(), out));
+  }
+  for (auto& w : works) w->wait();
+}
+
+double DataParallel::reduce_metric(double value) {
+  Tensor t = Tensor::full({1}, static_cast<float>(value));
+  group_->all_reduce(t, dist::ReduceOp::avg)->wait();
+  return t.item();
+}
+
+std::map<std::string, Tensor> DataParallel::state() const {
+  if (!options_.zero1) return {};
+  return {{"zero1.exp_avg", exp_avg_}, {"zero1.exp_avg_sq", exp_avg_sq_},
+          {"zero1.step", Tensor::full({1}, static_cast<float>(step_))}};
+}
+
+}  // namespace braid::parallel

@@ -1,0 +1,114 @@
+// Strategy defaults, the name -> factory registry and option parsing.
+#include "braid/parallel/strategy.h"
+
+#include <algorithm>
+#include <mutex>
+
+#include "braid/parallel/data_parallel.h"
+
+namespace braid::parallel {
+namespace {
+
+struct Registry {
+  std::mutex mutex;
+  std::map<std::string, StrategyFactory> factories;
+};
+
+Registry& registry() {
+  static Registry* r = [] {
+    auto* reg = new Registry();
+    // The library's own strategies.
+    reg->factories["none"] = [](const StrategyOptions& o) {
+      OptionReader(o, "none").finish();
+      return std::make_unique<SingleProcess>();
+    };
+    reg->factories["ddp"] = [](const StrategyOptions& o) {
+      return std::make_unique<DataParallel>(DataParallelOptions::parse(o, false));
+    };
+    reg->factories["zero1"] = [](const StrategyOptions& o) {
+      return std::make_unique<DataParallel>(DataParallelOptions::parse(o, true));
+    };
+    return reg;
+  }();
+  return *r;
+}
+
+}  // namespace
+
+void Strategy::setup(nn::Module& model, optim::Optimizer& optimizer,
+                     const dist::ParallelGrid& grid) {
+  model_ = &model;
+  optimizer_ = &optimizer;
+  grid_ = &grid;
+}
+
+optim::ClipResult Strategy::clip(float max_norm) {
+  return optim::clip_coefficient(model_->parameters(), max_norm);
+}
+
+void Strategy::step(float lr, float grad_scale) { optimizer_->step(lr, grad_scale); }
+
+void register_strategy(const std::string& name, StrategyFactory factory) {
+  Registry& r = registry();
+  std::lock_guard<std::mutex> lock(r.mutex);
+  BRAID_CHECK(!r.factories.count(name), "a strategy named '{}' is already registered", name);
+  r.factories[name] = std::move(factory);
+}
+
+std::vector<std::string> registered_strategies() {
+  Registry& r = registry();
+  std::lock_guard<std::mutex> lock(r.mutex);
+  std::vector<std::string> names;
+  for (const auto& [name, f] : r.factories) names.push_back(name);
+  return names;
+}
+
+std::unique_ptr<Strategy> make_strategy(const std::string& name, const StrategyOptions& options) {
+  StrategyFactory factory;
+  {
+    Registry& r = registry();
+    std::lock_guard<std::mutex> lock(r.mutex);
+    auto it = r.factories.find(name);
+    if (it != r.factories.end()) factory = it->second;
+  }
+  if (!factory) {
+    std::string known;
+    for (const auto& n : registered_strategies()) known += (known.empty() ? "" : ", ") + n;
+    BRAID_FAIL("unknown parallel strategy '{}' (registered: {})", name, known);
+  }
+  return factory(options);
+}
+
+double OptionReader::number(const std::string& key, double fallback) {
+  used_.push_back(key);
+  auto it = options_.find(key);
+  if (it == options_.end()) return fallback;
+  try {
+    size_t end = 0;
+    const double v = std::stod(it->second, &end);
+    if (end == it->second.size()) return v;
+  } catch (const std::exception&) {
+  }
+  BRAID_FAIL("strategy {} option {}='{}' is not a number", strategy_, key, it->second);
+}
+
+bool OptionReader::flag(const std::string& key, bool fallback) {
+  used_.push_back(key);
+  auto it = options_.find(key);
+  if (it == options_.end()) return fallback;
+  if (it->second == "true" || it->second == "1") return true;
+  if (it->second == "false" || it->second == "0") return false;
+  BRAID_FAIL("strategy {} option {}='{}' is not true or false", strategy_, key, it->second);
+}
+
+void OptionReader::finish() const {
+  for (const auto& [key, value] : options_) {
+    if (std::find(used_.begin(), used_.end(), key) != used_.end()) continue;
+    std::string known;
+    for (const auto& k : used_) known += (known.empty() ? "" : ", ") + k;
+    BRAID_FAIL("strategy {} has no option '{}' (options: {})", strategy_, key,
+               known.empty() ? "none" : known);
+  }
+}
+
+}  // namespace braid::parallel
