@@ -5,6 +5,7 @@ find_package(spdlog REQUIRED)
 find_package(fmt REQUIRED)
 find_package(nlohmann_json 3 REQUIRED)
 find_package(Threads REQUIRED)
+include(${CMAKE_CURRENT_LIST_DIR}/Mpi.cmake)
 
 # OpenBLAS, the OpenMP build: its threads and our `#pragma omp` loops share one pool.
 find_package(PkgConfig REQUIRED)

@@ -24,8 +24,8 @@ std::string_view collective_status_name(CollectiveStatus status);
 struct CollectiveRecord {
   std::string group;
   std::string op;
-  int64_t seq = 0;   // the group's collective sequence number; 0 for send/recv
-  int peer = -1;     // send/recv: the group rank on the other side
+  int64_t seq = 0;  // the group's collective sequence number; 0 for send/recv
+  int peer = -1;    // send/recv: the group rank on the other side
   DType dtype = DType::f32;
   int64_t numel = 0;
   std::chrono::system_clock::time_point issued;

@@ -1,0 +1,180 @@
+// Bus bandwidth of braid's MPI backend next to raw MPI calls in the same run, so the cost of
+// braid's queue, progress thread and Work handles shows up as one overhead column.
+//
+// busbw follows the nccl-tests convention: algbw = bytes / time, all_reduce busbw = algbw *
+// 2(n-1)/n, reduce_scatter and all_gather busbw = algbw * (n-1)/n, where bytes is the full
+// buffer (the all_reduce tensor, the reduce_scatter input, the all_gather output). Both sides
+// issue one operation and wait for it before the next, and use the same MPI calls
+// (MPI_Allreduce in place, MPI_Reduce_scatter, MPI_Allgatherv) on their own duplicated
+// communicators; a size's time is the slowest rank's.
+//
+//   mpirun -np 4 collective_bench [--min-bytes 4096] [--max-bytes 67108864] [--factor 2]
+//                                 [--json out.json]
+#include <mpi.h>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "braid/core/tensor.h"
+#include "braid/dist/bootstrap.h"
+
+namespace {
+
+using braid::Tensor;
+using braid::dist::ProcessGroup;
+
+struct Options {
+  int64_t min_bytes = 4 << 10;
+  int64_t max_bytes = 64 << 20;
+  int64_t factor = 2;
+  std::string json;
+};
+
+Options parse(int argc, char** argv) {
+  Options o;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    auto value = [&]() -> std::string {
+      BRAID_CHECK(i + 1 < argc, "{} needs a value", arg);
+      return argv[++i];
+    };
+    if (arg == "--min-bytes") {
+      o.min_bytes = std::stoll(value());
+    } else if (arg == "--max-bytes") {
+      o.max_bytes = std::stoll(value());
+    } else if (arg == "--factor") {
+      o.factor = std::stoll(value());
+    } else if (arg == "--json") {
+      o.json = value();
+    } else {
+      BRAID_FAIL("unknown argument {} (expected --min-bytes, --max-bytes, --factor, --json)", arg);
+    }
+  }
+  BRAID_CHECK(o.min_bytes >= 4 && o.max_bytes >= o.min_bytes && o.factor >= 2,
+              "need 4 <= --min-bytes <= --max-bytes and --factor >= 2");
+  return o;
+}
+
+// Seconds per operation: warm-up, then `iters` back-to-back operations, slowest rank wins.
+double time_per_op(MPI_Comm sync, int iters, const std::function<void()>& op) {
+  for (int i = 0; i < 2; ++i) op();
+  MPI_Barrier(sync);
+  const double start = MPI_Wtime();
+  for (int i = 0; i < iters; ++i) op();
+  double elapsed = MPI_Wtime() - start;
+  MPI_Allreduce(MPI_IN_PLACE, &elapsed, 1, MPI_DOUBLE, MPI_MAX, sync);
+  return elapsed / iters;
+}
+
+struct Row {
+  std::string op;
+  int64_t bytes;
+  double braid_s;
+  double raw_s;
+  double bus_factor;
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    braid::dist::Environment& env = braid::dist::init(&argc, &argv);
+    const Options opt = parse(argc, argv);
+    ProcessGroup& group = *env.world();
+    const int n = env.world_size(), rank = env.world_rank();
+    MPI_Comm raw;
+    MPI_Comm_dup(MPI_COMM_WORLD, &raw);
+    MPI_Comm sync;
+    MPI_Comm_dup(MPI_COMM_WORLD, &sync);
+
+    std::vector<Row> rows;
+    for (int64_t bytes = opt.min_bytes; bytes <= opt.max_bytes; bytes *= opt.factor) {
+      const int64_t numel = bytes / 4;
+      // About 256 MiB moved per measurement: enough iterations for small sizes to be stable,
+      // few for the large ones.
+      const int iters = static_cast<int>(std::clamp<int64_t>((256 << 20) / bytes, 3, 200));
+      std::vector<int> counts(n), displs(n);
+      for (int r = 0; r < n; ++r) {
+        counts[r] = static_cast<int>(braid::dist::chunk_size(numel, n, r));
+        displs[r] = static_cast<int>(braid::dist::chunk_offset(numel, n, r));
+      }
+      Tensor full = Tensor::full({numel}, 1.0f);
+      Tensor chunk = Tensor::full({counts[rank]}, 1.0f);
+      float* full_p = full.data<float>();
+      float* chunk_p = chunk.data<float>();
+      const int count = static_cast<int>(numel);
+
+      Row ar{"all_reduce", bytes, 0, 0, 2.0 * (n - 1) / n};
+      ar.raw_s = time_per_op(sync, iters, [&] {
+        MPI_Allreduce(MPI_IN_PLACE, full_p, count, MPI_FLOAT, MPI_SUM, raw);
+      });
+      ar.braid_s = time_per_op(sync, iters, [&] { group.all_reduce(full)->wait(); });
+      rows.push_back(ar);
+
+      Row rs{"reduce_scatter", bytes, 0, 0, static_cast<double>(n - 1) / n};
+      rs.raw_s = time_per_op(sync, iters, [&] {
+        MPI_Reduce_scatter(full_p, chunk_p, counts.data(), MPI_FLOAT, MPI_SUM, raw);
+      });
+      rs.braid_s = time_per_op(sync, iters, [&] { group.reduce_scatter(full, chunk)->wait(); });
+      rows.push_back(rs);
+
+      Row ag{"all_gather", bytes, 0, 0, static_cast<double>(n - 1) / n};
+      ag.raw_s = time_per_op(sync, iters, [&] {
+        MPI_Allgatherv(chunk_p, counts[rank], MPI_FLOAT, full_p, counts.data(), displs.data(),
+                       MPI_FLOAT, raw);
+      });
+      ag.braid_s = time_per_op(sync, iters, [&] { group.all_gather(chunk, full)->wait(); });
+      rows.push_back(ag);
+    }
+
+    if (rank == 0) {
+      auto size_str = [](int64_t b) {
+        return b >= (1 << 20) ? fmt::format("{} MiB", b >> 20) : fmt::format("{} KiB", b >> 10);
+      };
+      fmt::print("MPI collectives, {} ranks, f32; busbw in GB/s (nccl-tests convention)\n", n);
+      fmt::print("{:>9} {:<15} {:>11} {:>11} {:>12} {:>12} {:>10}\n", "size", "op", "braid us",
+                 "raw us", "braid busbw", "raw busbw", "overhead");
+      nlohmann::json results = nlohmann::json::array();
+      for (const Row& r : rows) {
+        const double braid_bw = r.bytes / r.braid_s * r.bus_factor / 1e9;
+        const double raw_bw = r.bytes / r.raw_s * r.bus_factor / 1e9;
+        const double overhead = (r.braid_s - r.raw_s) / r.raw_s * 100.0;
+        fmt::print("{:>9} {:<15} {:>11.1f} {:>11.1f} {:>12.3f} {:>12.3f} {:>9.1f}%\n",
+                   size_str(r.bytes), r.op, r.braid_s * 1e6, r.raw_s * 1e6, braid_bw, raw_bw,
+                   overhead);
+        results.push_back({{"op", r.op},
+                           {"bytes", r.bytes},
+                           {"braid_us", r.braid_s * 1e6},
+                           {"raw_us", r.raw_s * 1e6},
+                           {"braid_busbw_gbps", braid_bw},
+                           {"raw_busbw_gbps", raw_bw},
+                           {"overhead_pct", overhead}});
+      }
+      if (!opt.json.empty()) {
+        nlohmann::json doc = {{"benchmark", "collectives"},
+                              {"backend", "mpi"},
+                              {"dtype", "f32"},
+                              {"world_size", n},
+                              {"busbw_convention", "nccl-tests"},
+                              {"results", results}};
+        std::ofstream(opt.json) << doc.dump(2) << "\n";
+        fmt::print("wrote {}\n", opt.json);
+      }
+    }
+    MPI_Comm_free(&raw);
+    MPI_Comm_free(&sync);
+    braid::dist::finalize();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "collective_bench: %s\n", e.what());
+    braid::dist::abort_job(1);
+  }
+  return 0;
+}

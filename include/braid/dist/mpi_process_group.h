@@ -1,0 +1,75 @@
+// The MPI backend of ProcessGroup, for CPU tensors: a private communicator per group and a
+// progress thread that runs the group's operations in issue order, so compute overlaps them.
+//
+// Semantics beyond process_group.h:
+// - Tensors must live on the CPU and be dense (is_contiguous()); anything else throws at issue
+//   time. CUDA tensors belong to the NCCL backend. Pass a dense copy and copy results back.
+// - dtypes: f32, i32, i64 and u8 are reduced natively by MPI. bf16 and f16 are widened to f32,
+//   reduced in f32 (in MPI's order of additions) and rounded to nearest-even once at the end, so
+//   the result is the f32 result correctly rounded, never a reduction of the raw bits. avg
+//   divides the f32 sum by size() before that single rounding. For integers avg is the sum
+//   divided by size() with C++ truncation toward zero; u8 sums wrap modulo 256.
+// - all_gather, broadcast, send and recv move bf16/f16 as raw 16-bit words (no rounding).
+// - Timeouts: an operation that has not finished timeout() after it started makes the group
+//   fail; the stored error of every outstanding Work names the group, op, sequence number and
+//   the ranks that never joined (asked over a separate control channel, see bootstrap.h), and
+//   the last collectives of this rank are written to the log. A failed group stays failed:
+//   later operations return Works holding the same error. The process should then end
+//   (braid::dist::abort_job) since the peers are in an unknown state.
+// - send/recv are posted non-blocking in issue order, so a send issued before a recv on both
+//   sides of a ring cannot deadlock; their Works still complete in issue order.
+#pragma once
+
+#include <mpi.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "braid/dist/process_group.h"
+
+namespace braid::dist {
+
+namespace detail {
+class MpiGroupState;
+}
+
+class MpiProcessGroup final : public ProcessGroup {
+ public:
+  // Collective over `comm` (every member calls it, ordered like any collective on `comm`).
+  // `comm` is duplicated, so braid's traffic never mixes with the caller's, who keeps
+  // ownership of `comm`. Requires braid::dist::init(). The timeout starts at
+  // default_collective_timeout().
+  MpiProcessGroup(MPI_Comm comm, std::string name);
+  // Lets outstanding operations finish (bounded by the timeout), then frees the communicator.
+  ~MpiProcessGroup() override;
+  MpiProcessGroup(const MpiProcessGroup&) = delete;
+  MpiProcessGroup& operator=(const MpiProcessGroup&) = delete;
+
+  WorkPtr all_reduce(Tensor& tensor, ReduceOp op = ReduceOp::sum) override;
+  WorkPtr reduce_scatter(const Tensor& input, Tensor& output, ReduceOp op = ReduceOp::sum) override;
+  WorkPtr all_gather(const Tensor& input, Tensor& output) override;
+  WorkPtr broadcast(Tensor& tensor, int root) override;
+  WorkPtr send(const Tensor& tensor, int dst, int tag = 0) override;
+  WorkPtr recv(Tensor& tensor, int src, int tag = 0) override;
+  WorkPtr barrier() override;
+  // MPI_Comm_split on this group's communicator, run as one of its collectives (it takes a
+  // sequence number, so a rank that skips it is diagnosed like any other); blocks until done.
+  // color < 0: this rank joins no group and gets nullptr. The new group inherits the timeout.
+  std::shared_ptr<ProcessGroup> split_by_color(int color, int key, std::string name) override;
+
+  std::string backend() const override { return "mpi"; }
+
+  // The group's private communicator, e.g. for comparing against raw MPI. Use it only while
+  // none of this group's operations is outstanding.
+  MPI_Comm comm() const;
+
+ private:
+  struct Adopt {};
+  // Takes ownership of `owned` (already private to braid, e.g. from a split).
+  MpiProcessGroup(Adopt, MPI_Comm owned, std::string name, std::chrono::milliseconds timeout);
+
+  std::shared_ptr<detail::MpiGroupState> state_;
+};
+
+}  // namespace braid::dist

@@ -1,0 +1,763 @@
+// MpiProcessGroup: validation at issue time, a per-group progress thread running the queued
+// operations in order, in-order completion of Works, and failure on timeout.
+#include "braid/dist/mpi_process_group.h"
+
+#include <fmt/format.h>
+#include <pthread.h>
+
+#include <atomic>
+#include <climits>
+#include <condition_variable>
+#include <cstring>
+#include <deque>
+#include <functional>
+#include <mutex>
+#include <thread>
+
+#include "braid/core/logging.h"
+#include "braid/dist/collective_log.h"
+#include "dist/mpi_runtime.h"
+
+namespace braid::dist {
+namespace detail {
+
+class MpiWork;
+
+// One issued operation. Collectives run as one blocking call on the progress thread; send and recv
+// are posted as one request and tested until done, so later operations can be posted meanwhile (a
+// ring where everyone sends first must not deadlock).
+struct PendingOp {
+  OpKind kind = OpKind::none;
+  int64_t seq = 0;
+  int peer = -1;
+  int tag = 0;
+  std::string detail;
+  std::chrono::milliseconds timeout{0};
+  std::function<void(MPI_Comm)> run;
+  std::function<void(MPI_Comm, MPI_Request*)> post;
+  std::function<void(const MPI_Status&)> check;  // recv: validates what arrived
+  MPI_Request request = MPI_REQUEST_NULL;
+  std::shared_ptr<MpiWork> work;
+  uint64_t ticket = 0;
+  std::chrono::steady_clock::time_point started;
+  // Written by the progress thread; read by the watchdog to find the oldest unfinished op.
+  std::atomic<bool> finished{false};
+  std::exception_ptr error;  // set before `finished`
+};
+
+class MpiGroupState;
+
+class MpiWork final : public Work {
+ public:
+  explicit MpiWork(std::shared_ptr<MpiGroupState> group) : group_(std::move(group)) {}
+  void wait() override;
+  bool is_completed() override;
+  std::exception_ptr error() const override;
+
+ private:
+  friend class MpiGroupState;
+  std::shared_ptr<MpiGroupState> group_;
+  // Guarded by the group's mutex.
+  bool done_ = false;
+  std::exception_ptr error_;
+};
+
+class MpiGroupState final : public MonitoredGroup,
+                            public std::enable_shared_from_this<MpiGroupState> {
+ public:
+  MpiGroupState(MPI_Comm comm, uint64_t key, std::string name, int rank, int size,
+                std::vector<int> world_ranks)
+      : comm_(comm),
+        key_(key),
+        name_(std::move(name)),
+        rank_(rank),
+        size_(size),
+        world_ranks_(std::move(world_ranks)) {}
+
+  void start() {
+    // The thread owns a reference so that a detached thread (stuck in MPI after a timeout) never
+    // outlives the state it touches.
+    thread_ = std::thread([self = shared_from_this()] { self->run(); });
+  }
+
+  MPI_Comm comm() const { return comm_; }
+  const std::string& name() const { return name_; }
+
+  WorkPtr issue(std::unique_ptr<PendingOp> op, DType dtype, int64_t numel) {
+    auto work = std::make_shared<MpiWork>(shared_from_this());
+    op->work = work;
+    std::lock_guard lock(mutex_);
+    BRAID_CHECK(
+        !stopping_,
+        "group '{}' was shut down (destroyed or braid::dist::finalize()); {} cannot run on it",
+        name_, op_kind_name(op->kind));
+    if (is_collective(op->kind)) op->seq = ++issued_;
+    CollectiveRecord record;
+    record.group = name_;
+    record.op = std::string(op_kind_name(op->kind));
+    record.seq = op->seq;
+    record.peer = op->peer;
+    record.dtype = dtype;
+    record.numel = numel;
+    record.issued = std::chrono::system_clock::now();
+    op->ticket = collective_log().add(std::move(record));
+    if (failure_) {
+      complete_locked(*work, failure_, op->ticket, CollectiveStatus::failed);
+      return work;
+    }
+    queue_.push_back(std::move(op));
+    queue_cv_.notify_one();
+    return work;
+  }
+
+  // ---- MonitoredGroup ------------------------------------------------------------------------
+
+  uint64_t key() const override { return key_; }
+
+  SeqState seq_state() const override {
+    std::lock_guard lock(mutex_);
+    return {issued_, started_, completed_, started_op_};
+  }
+
+  std::optional<StuckOp> take_expired(std::chrono::steady_clock::time_point now) override {
+    std::lock_guard lock(mutex_);
+    if (failure_ || diagnosing_) return std::nullopt;
+    for (const auto& op : active_) {
+      if (op->finished.load(std::memory_order_acquire)) continue;
+      if (now - op->started < op->timeout) return std::nullopt;
+      diagnosing_ = true;
+      StuckOp stuck;
+      stuck.group_key = key_;
+      stuck.group_name = name_;
+      stuck.kind = op->kind;
+      stuck.seq = op->seq;
+      stuck.peer = op->peer;
+      stuck.tag = op->tag;
+      stuck.detail = op->detail;
+      stuck.timeout = op->timeout;
+      stuck.elapsed_s = std::chrono::duration<double>(now - op->started).count();
+      stuck.group_rank = rank_;
+      stuck.world_ranks = world_ranks_;
+      stuck.ticket = op->ticket;
+      return stuck;
+    }
+    return std::nullopt;
+  }
+
+  void fail_expired(const StuckOp& stuck, const std::string& message) override {
+    {
+      std::lock_guard lock(mutex_);
+      diagnosing_ = false;
+      if (failure_) return;
+      bool still_running = false;
+      for (const auto& op : active_)
+        if (op->ticket == stuck.ticket) still_running = !op->finished.load();
+      if (!still_running) {
+        log().warn(
+            "group '{}' {} seq {} completed while its peers were being asked, after its {:.1f}s "
+            "timeout",
+            name_, op_kind_name(stuck.kind), stuck.seq, stuck.timeout.count() / 1000.0);
+        return;
+      }
+    }
+    // Logged before any waiter is woken: the waiter typically ends the job at once.
+    log().error("{}", message);
+    collective_log().mark_finished(stuck.ticket, CollectiveStatus::timed_out);
+    collective_log().dump_to_log(fmt::format("group '{}' timed out", name_));
+    std::lock_guard lock(mutex_);
+    if (!failure_) fail_locked(std::make_exception_ptr(Error(message)), stuck.ticket);
+  }
+
+  void shutdown() override {
+    std::unique_lock lock(mutex_);
+    if (closed_) return;
+    stopping_ = true;
+    queue_cv_.notify_all();
+    // Queued operations still run (the peers expect them); the watchdog bounds the wait by failing
+    // the group at its timeout. A failed group's thread may be stuck in MPI for good.
+    cv_.wait(lock, [&] { return thread_exited_ || (failure_ && in_mpi_); });
+    closed_ = true;
+    if (thread_exited_) {
+      lock.unlock();
+      thread_.join();
+      if (MpiRuntime::active()) MPI_Comm_free(&comm_);
+    } else {
+      detached_ = true;
+      MpiRuntime::get().thread_detached_in_mpi();
+      thread_.detach();
+      lock.unlock();
+      log().warn(
+          "group '{}': its progress thread is still inside a timed-out MPI call; leaving it behind",
+          name_);
+    }
+    MpiRuntime::get().remove_group(key_);
+  }
+
+ private:
+  friend class MpiWork;
+
+  void run() {
+    pthread_setname_np(pthread_self(), "braid-mpi-pg");
+    std::unique_lock lock(mutex_);
+    auto poll = std::chrono::microseconds(20);
+    for (;;) {
+      retire_locked();
+      if (failure_) break;
+      if (queue_.empty()) {
+        if (active_.empty()) {
+          if (stopping_) break;
+          queue_cv_.wait(lock, [&] { return !queue_.empty() || stopping_ || failure_; });
+          poll = std::chrono::microseconds(20);
+          continue;
+        }
+        // Only send/recv are unfinished: test them, and back off while nothing moves.
+        lock.unlock();
+        const bool progressed = test_requests();
+        lock.lock();
+        if (progressed) {
+          poll = std::chrono::microseconds(20);
+        } else if (queue_.empty() && !failure_) {
+          queue_cv_.wait_for(lock, poll);
+          poll = std::min<std::chrono::microseconds>(poll * 2, std::chrono::milliseconds(1));
+        }
+        continue;
+      }
+      std::unique_ptr<PendingOp> owned = std::move(queue_.front());
+      queue_.pop_front();
+      PendingOp* op = owned.get();
+      op->started = std::chrono::steady_clock::now();
+      if (is_collective(op->kind)) {
+        started_ = op->seq;
+        started_op_ = op->kind;
+      }
+      active_.push_back(std::move(owned));
+      in_mpi_ = static_cast<bool>(op->run);
+      lock.unlock();
+      collective_log().mark_started(op->ticket);
+      execute(*op);
+      lock.lock();
+      in_mpi_ = false;
+      if (op->error && is_collective(op->kind) && !failure_) {
+        // A collective that failed inside MPI leaves the members out of step for good.
+        fail_locked(op->error, 0);
+      }
+    }
+    if (failure_) abandon_requests_locked();
+    thread_exited_ = true;
+    cv_.notify_all();
+    if (detached_) {
+      lock.unlock();
+      if (MpiRuntime::active()) MPI_Comm_free(&comm_);
+      MpiRuntime::get().detached_thread_left_mpi();
+    }
+  }
+
+  void execute(PendingOp& op) {
+    try {
+      if (op.run) {
+        op.run(comm_);
+        op.finished.store(true, std::memory_order_release);
+      } else {
+        op.post(comm_, &op.request);
+        test_one(op);
+      }
+    } catch (...) {
+      op.error = std::current_exception();
+      op.finished.store(true, std::memory_order_release);
+    }
+  }
+
+  // A failed group's posted send/recv may never complete. Receives are cancelled; every request is
+  // handed back to MPI and its op (with the tensor MPI may still touch) is leaked on purpose: the
+  // job is ending and freeing the buffer could let a late message write into freed memory.
+  void abandon_requests_locked() {
+    for (auto& op : active_) {
+      if (op->run || op->finished.load() || op->request == MPI_REQUEST_NULL) continue;
+      if (op->kind == OpKind::recv) MPI_Cancel(&op->request);
+      MPI_Request_free(&op->request);
+      op.release();
+    }
+    active_.clear();
+  }
+
+  // Returns true when the request completed (or failed).
+  bool test_one(PendingOp& op) {
+    int done = 0;
+    MPI_Status status;
+    try {
+      BRAID_MPI_CHECK(MPI_Test(&op.request, &done, &status));
+      if (done && op.check) op.check(status);
+    } catch (...) {
+      op.error = std::current_exception();
+      done = 1;
+    }
+    if (done) op.finished.store(true, std::memory_order_release);
+    return done != 0;
+  }
+
+  bool test_requests() {
+    // Only this thread mutates active_, so it may walk it without the lock.
+    bool any = false;
+    for (auto& op : active_)
+      if (!op->finished.load(std::memory_order_relaxed) && !op->run) any |= test_one(*op);
+    return any;
+  }
+
+  void retire_locked() {
+    while (!active_.empty() && active_.front()->finished.load(std::memory_order_acquire)) {
+      std::unique_ptr<PendingOp> op = std::move(active_.front());
+      active_.pop_front();
+      if (is_collective(op->kind) && !op->error) completed_ = op->seq;
+      complete_locked(*op->work, op->error, op->ticket,
+                      op->error ? CollectiveStatus::failed : CollectiveStatus::done);
+    }
+  }
+
+  void complete_locked(MpiWork& work, std::exception_ptr error, uint64_t ticket,
+                       CollectiveStatus status) {
+    if (work.done_) return;  // already failed with the group
+    work.done_ = true;
+    work.error_ = std::move(error);
+    collective_log().mark_finished(ticket, status);
+    cv_.notify_all();
+  }
+
+  // Fails every outstanding Work. The ops stay in active_ (their tensors stay alive) since MPI may
+  // still write into them.
+  void fail_locked(std::exception_ptr error, uint64_t timed_out_ticket) {
+    failure_ = error;
+    for (auto& op : active_)
+      complete_locked(
+          *op->work, error, op->ticket,
+          op->ticket == timed_out_ticket ? CollectiveStatus::timed_out : CollectiveStatus::failed);
+    for (auto& op : queue_) complete_locked(*op->work, error, op->ticket, CollectiveStatus::failed);
+    queue_.clear();
+    queue_cv_.notify_all();
+    cv_.notify_all();
+  }
+
+  MPI_Comm comm_;
+  const uint64_t key_;
+  const std::string name_;
+  const int rank_;
+  const int size_;
+  const std::vector<int> world_ranks_;
+
+  mutable std::mutex mutex_;
+  std::condition_variable cv_;                     // Works completing, the progress thread exiting
+  std::condition_variable queue_cv_;               // operations arriving for the progress thread
+  std::deque<std::unique_ptr<PendingOp>> queue_;   // issued, not started
+  std::deque<std::unique_ptr<PendingOp>> active_;  // started, not retired (in issue order)
+  int64_t issued_ = 0;
+  int64_t started_ = 0;
+  int64_t completed_ = 0;
+  OpKind started_op_ = OpKind::none;
+  std::exception_ptr failure_;
+  bool diagnosing_ = false;
+  bool stopping_ = false;
+  bool closed_ = false;
+  bool in_mpi_ = false;  // inside a blocking collective
+  bool thread_exited_ = false;
+  bool detached_ = false;
+  std::thread thread_;
+};
+
+void MpiWork::wait() {
+  std::unique_lock lock(group_->mutex_);
+  group_->cv_.wait(lock, [&] { return done_; });
+  if (error_) std::rethrow_exception(error_);
+}
+
+bool MpiWork::is_completed() {
+  std::lock_guard lock(group_->mutex_);
+  return done_;
+}
+
+std::exception_ptr MpiWork::error() const {
+  std::lock_guard lock(group_->mutex_);
+  return error_;
+}
+
+}  // namespace detail
+
+namespace {
+
+using detail::MpiRuntime;
+using detail::OpKind;
+using detail::PendingOp;
+
+MPI_Comm dup_for_braid(MPI_Comm comm) {
+  BRAID_CHECK(MpiRuntime::active(),
+              "braid::dist::init() must run before an MPI process group is created");
+  BRAID_CHECK(comm != MPI_COMM_NULL, "MpiProcessGroup needs a communicator, got MPI_COMM_NULL");
+  MPI_Comm dup = MPI_COMM_NULL;
+  BRAID_MPI_CHECK(MPI_Comm_dup(comm, &dup));
+  return dup;
+}
+
+int comm_rank(MPI_Comm comm) {
+  int rank = 0;
+  BRAID_MPI_CHECK(MPI_Comm_rank(comm, &rank));
+  return rank;
+}
+
+int comm_size(MPI_Comm comm) {
+  int size = 0;
+  BRAID_MPI_CHECK(MPI_Comm_size(comm, &size));
+  return size;
+}
+
+std::vector<int> world_ranks_of(MPI_Comm comm) {
+  MPI_Group group, world;
+  BRAID_MPI_CHECK(MPI_Comm_group(comm, &group));
+  BRAID_MPI_CHECK(MPI_Comm_group(MPI_COMM_WORLD, &world));
+  const int size = comm_size(comm);
+  std::vector<int> ranks(size), out(size);
+  for (int i = 0; i < size; ++i) ranks[i] = i;
+  BRAID_MPI_CHECK(MPI_Group_translate_ranks(group, size, ranks.data(), world, out.data()));
+  MPI_Group_free(&group);
+  MPI_Group_free(&world);
+  for (int r : out)
+    BRAID_CHECK(r != MPI_UNDEFINED,
+                "MpiProcessGroup: the communicator has members outside MPI_COMM_WORLD (e.g. "
+                "spawned processes), which braid does not support");
+  return out;
+}
+
+MPI_Datatype mpi_datatype(DType t) {
+  switch (t) {
+    case DType::f32:
+      return MPI_FLOAT;
+    case DType::i32:
+      return MPI_INT32_T;
+    case DType::i64:
+      return MPI_INT64_T;
+    case DType::u8:
+      return MPI_UINT8_T;
+    // Moved as raw words; reductions widen them to f32 first (widen/narrow below).
+    case DType::bf16:
+    case DType::f16:
+      return MPI_UINT16_T;
+  }
+  BRAID_FAIL("dtype {} has no MPI type", static_cast<int>(t));
+}
+
+MPI_Op mpi_op(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::sum:
+    case ReduceOp::avg:
+      return MPI_SUM;
+    case ReduceOp::max:
+      return MPI_MAX;
+    case ReduceOp::min:
+      return MPI_MIN;
+  }
+  BRAID_FAIL("unknown reduce op {}", static_cast<int>(op));
+}
+
+bool is_half(DType t) {
+  return t == DType::bf16 || t == DType::f16;
+}
+
+std::vector<float> widen(const void* data, DType t, int64_t n) {
+  std::vector<float> out(static_cast<size_t>(n));
+  const auto* src = static_cast<const uint16_t*>(data);
+  if (t == DType::bf16) {
+    for (int64_t i = 0; i < n; ++i) out[i] = bf16_to_f32(src[i]);
+  } else {
+    for (int64_t i = 0; i < n; ++i) out[i] = f16_to_f32(src[i]);
+  }
+  return out;
+}
+
+void narrow(const std::vector<float>& values, DType t, void* data) {
+  auto* dst = static_cast<uint16_t*>(data);
+  const size_t n = values.size();
+  if (t == DType::bf16) {
+    for (size_t i = 0; i < n; ++i) dst[i] = f32_to_bf16(values[i]);
+  } else {
+    for (size_t i = 0; i < n; ++i) dst[i] = f32_to_f16(values[i]);
+  }
+}
+
+template <class T>
+void divide_as(void* data, int64_t n, int size) {
+  auto* p = static_cast<T*>(data);
+  const T divisor = static_cast<T>(size);
+  for (int64_t i = 0; i < n; ++i) p[i] = static_cast<T>(p[i] / divisor);
+}
+
+void divide(void* data, DType t, int64_t n, int size) {
+  switch (t) {
+    case DType::f32:
+      return divide_as<float>(data, n, size);
+    case DType::i32:
+      return divide_as<int32_t>(data, n, size);
+    case DType::i64:
+      return divide_as<int64_t>(data, n, size);
+    case DType::u8:
+      return divide_as<uint8_t>(data, n, size);
+    case DType::bf16:
+    case DType::f16:
+      break;
+  }
+  BRAID_FAIL("avg of {} must be computed in f32", dtype_name(t));
+}
+
+bool overlaps(const Tensor& a, const Tensor& b) {
+  const auto* pa = static_cast<const char*>(a.data_ptr());
+  const auto* pb = static_cast<const char*>(b.data_ptr());
+  return a.nbytes() > 0 && b.nbytes() > 0 && pa < pb + b.nbytes() && pb < pa + a.nbytes();
+}
+
+std::vector<int> chunk_counts(int64_t total, int parts) {
+  std::vector<int> counts(parts);
+  for (int i = 0; i < parts; ++i) counts[i] = static_cast<int>(chunk_size(total, parts, i));
+  return counts;
+}
+
+std::unique_ptr<PendingOp> new_op(OpKind kind, std::string detail, std::chrono::milliseconds t) {
+  auto op = std::make_unique<PendingOp>();
+  op->kind = kind;
+  op->detail = std::move(detail);
+  op->timeout = t;
+  return op;
+}
+
+}  // namespace
+
+// ---- MpiProcessGroup ----------------------------------------------------------------------------
+
+MpiProcessGroup::MpiProcessGroup(MPI_Comm comm, std::string name)
+    : MpiProcessGroup(Adopt{}, dup_for_braid(comm), std::move(name), default_collective_timeout()) {
+}
+
+MpiProcessGroup::MpiProcessGroup(Adopt, MPI_Comm owned, std::string name,
+                                 std::chrono::milliseconds timeout)
+    : ProcessGroup(std::move(name), comm_rank(owned), comm_size(owned), world_ranks_of(owned)) {
+  set_timeout(timeout);
+  BRAID_MPI_CHECK(MPI_Comm_set_errhandler(owned, MPI_ERRORS_RETURN));
+  const std::string comm_name = "braid:" + this->name();
+  MPI_Comm_set_name(owned, comm_name.c_str());
+  // Every member must register the group under the same key for the control channel.
+  uint64_t key = rank() == 0 ? MpiRuntime::get().new_group_key() : 0;
+  BRAID_MPI_CHECK(MPI_Bcast(&key, 1, MPI_UINT64_T, 0, owned));
+  state_ = std::make_shared<detail::MpiGroupState>(owned, key, this->name(), rank(), size(),
+                                                   world_ranks());
+  MpiRuntime::get().add_group(state_);
+  state_->start();
+}
+
+MpiProcessGroup::~MpiProcessGroup() {
+  try {
+    state_->shutdown();
+  } catch (const std::exception& e) {
+    log().error("destroying group '{}': {}", name(), e.what());
+  }
+}
+
+MPI_Comm MpiProcessGroup::comm() const {
+  return state_->comm();
+}
+
+namespace {
+
+void check_tensor(const ProcessGroup& group, const Tensor& t, std::string_view op,
+                  std::string_view what) {
+  BRAID_CHECK(t.defined(), "{} on group '{}': {} is an undefined tensor", op, group.name(), what);
+  BRAID_CHECK(t.device().is_cpu(),
+              "{} on group '{}': {} {} is on {}, but the MPI backend handles CPU tensors only; "
+              "CUDA tensors go through the NCCL backend (an NCCL process group)",
+              op, group.name(), what, t.str(), t.device().str());
+  BRAID_CHECK(t.is_contiguous(),
+              "{} on group '{}': {} {} is not contiguous; the MPI backend needs a dense tensor "
+              "(pass t.contiguous() and copy the result back)",
+              op, group.name(), what, t.str());
+  BRAID_CHECK(
+      t.numel() <= INT_MAX,
+      "{} on group '{}': {} {} has more than 2^31-1 elements, beyond one MPI call; split it", op,
+      group.name(), what, t.str());
+}
+
+}  // namespace
+
+WorkPtr MpiProcessGroup::all_reduce(Tensor& tensor, ReduceOp op) {
+  check_tensor(*this, tensor, "all_reduce", "tensor");
+  auto pending =
+      new_op(OpKind::all_reduce, fmt::format("{} {}", tensor.str(), reduce_op_name(op)), timeout());
+  pending->run = [t = tensor, op, size = size()](MPI_Comm comm) {
+    const int n = static_cast<int>(t.numel());
+    if (is_half(t.dtype())) {
+      std::vector<float> values = widen(t.data_ptr(), t.dtype(), n);
+      BRAID_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, values.data(), n, MPI_FLOAT, mpi_op(op), comm));
+      if (op == ReduceOp::avg) divide(values.data(), DType::f32, n, size);
+      narrow(values, t.dtype(), t.data_ptr());
+    } else {
+      BRAID_MPI_CHECK(
+          MPI_Allreduce(MPI_IN_PLACE, t.data_ptr(), n, mpi_datatype(t.dtype()), mpi_op(op), comm));
+      if (op == ReduceOp::avg) divide(t.data_ptr(), t.dtype(), n, size);
+    }
+  };
+  return state_->issue(std::move(pending), tensor.dtype(), tensor.numel());
+}
+
+WorkPtr MpiProcessGroup::reduce_scatter(const Tensor& input, Tensor& output, ReduceOp op) {
+  check_tensor(*this, input, "reduce_scatter", "input");
+  check_tensor(*this, output, "reduce_scatter", "output");
+  BRAID_CHECK(input.dtype() == output.dtype(),
+              "reduce_scatter on group '{}': input {} and output {} differ in dtype", name(),
+              input.str(), output.str());
+  const int64_t total = input.numel();
+  BRAID_CHECK(output.numel() == chunk_size(total, size(), rank()),
+              "reduce_scatter on group '{}': rank {} must receive chunk_size({}, {}, {}) = {} "
+              "elements, but output is {}",
+              name(), rank(), total, size(), rank(), chunk_size(total, size(), rank()),
+              output.str());
+  auto pending =
+      new_op(OpKind::reduce_scatter,
+             fmt::format("{} -> {} {}", input.str(), output.str(), reduce_op_name(op)), timeout());
+  pending->run = [in = input, out = output, op, size = size()](MPI_Comm comm) {
+    const std::vector<int> counts = chunk_counts(in.numel(), size);
+    if (is_half(in.dtype())) {
+      std::vector<float> send = widen(in.data_ptr(), in.dtype(), in.numel());
+      std::vector<float> recv(static_cast<size_t>(out.numel()));
+      BRAID_MPI_CHECK(
+          MPI_Reduce_scatter(send.data(), recv.data(), counts.data(), MPI_FLOAT, mpi_op(op), comm));
+      if (op == ReduceOp::avg) divide(recv.data(), DType::f32, out.numel(), size);
+      narrow(recv, out.dtype(), out.data_ptr());
+      return;
+    }
+    const void* send = in.data_ptr();
+    std::vector<char> copy;
+    if (overlaps(in, out)) {  // MPI forbids aliasing other than MPI_IN_PLACE's layout
+      copy.assign(static_cast<const char*>(send), static_cast<const char*>(send) + in.nbytes());
+      send = copy.data();
+    }
+    BRAID_MPI_CHECK(MPI_Reduce_scatter(send, out.data_ptr(), counts.data(),
+                                       mpi_datatype(in.dtype()), mpi_op(op), comm));
+    if (op == ReduceOp::avg) divide(out.data_ptr(), out.dtype(), out.numel(), size);
+  };
+  return state_->issue(std::move(pending), input.dtype(), total);
+}
+
+WorkPtr MpiProcessGroup::all_gather(const Tensor& input, Tensor& output) {
+  check_tensor(*this, input, "all_gather", "input");
+  check_tensor(*this, output, "all_gather", "output");
+  BRAID_CHECK(input.dtype() == output.dtype(),
+              "all_gather on group '{}': input {} and output {} differ in dtype", name(),
+              input.str(), output.str());
+  const int64_t total = output.numel();
+  BRAID_CHECK(input.numel() == chunk_size(total, size(), rank()),
+              "all_gather on group '{}': rank {} must contribute chunk_size({}, {}, {}) = {} "
+              "elements, but input is {}",
+              name(), rank(), total, size(), rank(), chunk_size(total, size(), rank()),
+              input.str());
+  auto pending =
+      new_op(OpKind::all_gather, fmt::format("{} -> {}", input.str(), output.str()), timeout());
+  pending->run = [in = input, out = output, size = size(), rank = rank()](MPI_Comm comm) {
+    const std::vector<int> counts = chunk_counts(out.numel(), size);
+    std::vector<int> displs(size);
+    for (int i = 0; i < size; ++i) displs[i] = static_cast<int>(chunk_offset(out.numel(), size, i));
+    const MPI_Datatype type = mpi_datatype(in.dtype());
+    const size_t esize = dtype_size(in.dtype());
+    const void* send = in.data_ptr();
+    std::vector<char> copy;
+    if (send == static_cast<char*>(out.data_ptr()) + displs[rank] * esize) {
+      send = MPI_IN_PLACE;  // the caller gathered into its own slot
+    } else if (overlaps(in, out)) {
+      copy.assign(static_cast<const char*>(send), static_cast<const char*>(send) + in.nbytes());
+      send = copy.data();
+    }
+    BRAID_MPI_CHECK(MPI_Allgatherv(send, counts[rank], type, out.data_ptr(), counts.data(),
+                                   displs.data(), type, comm));
+  };
+  return state_->issue(std::move(pending), input.dtype(), total);
+}
+
+WorkPtr MpiProcessGroup::broadcast(Tensor& tensor, int root) {
+  check_tensor(*this, tensor, "broadcast", "tensor");
+  BRAID_CHECK(root >= 0 && root < size(),
+              "broadcast on group '{}': root {} is not a rank of a group of size {}", name(), root,
+              size());
+  auto pending =
+      new_op(OpKind::broadcast, fmt::format("{} from rank {}", tensor.str(), root), timeout());
+  pending->run = [t = tensor, root](MPI_Comm comm) {
+    BRAID_MPI_CHECK(
+        MPI_Bcast(t.data_ptr(), static_cast<int>(t.numel()), mpi_datatype(t.dtype()), root, comm));
+  };
+  return state_->issue(std::move(pending), tensor.dtype(), tensor.numel());
+}
+
+namespace {
+
+void check_peer(const ProcessGroup& group, std::string_view op, int peer, int tag) {
+  BRAID_CHECK(peer >= 0 && peer < group.size(),
+              "{} on group '{}': peer {} is not a rank of a group of size {}", op, group.name(),
+              peer, group.size());
+  // MPI attaches the tag bound to MPI_COMM_WORLD; it holds for every communicator.
+  int* tag_ub = nullptr;
+  int found = 0;
+  MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &tag_ub, &found);
+  const int max_tag = found && tag_ub ? *tag_ub : 32767;
+  BRAID_CHECK(tag >= 0 && tag <= max_tag, "{} on group '{}': tag {} is outside [0, {}]", op,
+              group.name(), tag, max_tag);
+}
+
+}  // namespace
+
+WorkPtr MpiProcessGroup::send(const Tensor& tensor, int dst, int tag) {
+  check_tensor(*this, tensor, "send", "tensor");
+  check_peer(*this, "send", dst, tag);
+  auto pending = new_op(OpKind::send, tensor.str(), timeout());
+  pending->peer = dst;
+  pending->tag = tag;
+  pending->post = [t = tensor, dst, tag](MPI_Comm comm, MPI_Request* request) {
+    BRAID_MPI_CHECK(MPI_Isend(t.data_ptr(), static_cast<int>(t.numel()), mpi_datatype(t.dtype()),
+                              dst, tag, comm, request));
+  };
+  return state_->issue(std::move(pending), tensor.dtype(), tensor.numel());
+}
+
+WorkPtr MpiProcessGroup::recv(Tensor& tensor, int src, int tag) {
+  check_tensor(*this, tensor, "recv", "tensor");
+  check_peer(*this, "recv", src, tag);
+  auto pending = new_op(OpKind::recv, tensor.str(), timeout());
+  pending->peer = src;
+  pending->tag = tag;
+  pending->post = [t = tensor, src, tag](MPI_Comm comm, MPI_Request* request) {
+    BRAID_MPI_CHECK(MPI_Irecv(t.data_ptr(), static_cast<int>(t.numel()), mpi_datatype(t.dtype()),
+                              src, tag, comm, request));
+  };
+  pending->check = [t = tensor, src, tag, group = name()](const MPI_Status& status) {
+    int count = 0;
+    MPI_Status copy = status;
+    BRAID_MPI_CHECK(MPI_Get_count(&copy, mpi_datatype(t.dtype()), &count));
+    BRAID_CHECK(count == t.numel(),
+                "recv on group '{}' from rank {} tag {}: got {} elements, expected {} ({})", group,
+                src, tag, count, t.numel(), t.str());
+  };
+  return state_->issue(std::move(pending), tensor.dtype(), tensor.numel());
+}
+
+WorkPtr MpiProcessGroup::barrier() {
+  auto pending = new_op(OpKind::barrier, "-", timeout());
+  pending->run = [](MPI_Comm comm) { BRAID_MPI_CHECK(MPI_Barrier(comm)); };
+  return state_->issue(std::move(pending), DType::u8, 0);
+}
+
+std::shared_ptr<ProcessGroup> MpiProcessGroup::split_by_color(int color, int key,
+                                                              std::string name) {
+  auto result = std::make_shared<MPI_Comm>(MPI_COMM_NULL);
+  auto pending =
+      new_op(OpKind::split, fmt::format("'{}' color {} key {}", name, color, key), timeout());
+  // MPI_UNDEFINED makes MPI_Comm_split return MPI_COMM_NULL for ranks joining no group.
+  pending->run = [result, color = color < 0 ? MPI_UNDEFINED : color, key](MPI_Comm comm) {
+    BRAID_MPI_CHECK(MPI_Comm_split(comm, color, key, result.get()));
+  };
+  state_->issue(std::move(pending), DType::i32, 1)->wait();
+  if (*result == MPI_COMM_NULL) return nullptr;
+  return std::shared_ptr<MpiProcessGroup>(
+      new MpiProcessGroup(Adopt{}, *result, std::move(name), timeout()));
+}
+
+}  // namespace braid::dist
