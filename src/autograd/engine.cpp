@@ -44,10 +44,19 @@ struct BySequence {
   }
 };
 
-// Adds g into slot; a second contribution makes a fresh tensor so no buffer is aliased.
+// Adds g into slot. In place when the engine holds the only reference to slot's tensor and
+// storage (a fresh gradient nobody else can see); otherwise into a fresh tensor, so a buffer
+// another node returned or saved is never modified.
 void accumulate_into(Tensor& slot, const Tensor& g) {
   if (!g.defined()) return;
-  slot = slot.defined() ? add(slot, g) : g;
+  if (!slot.defined()) {
+    slot = g;
+  } else if (slot.impl_ptr().use_count() == 1 && slot.storage().use_count() == 1 &&
+             slot.is_contiguous() && slot.shape() == g.shape()) {
+    add_(slot, g);
+  } else {
+    slot = add(slot, g);
+  }
 }
 
 }  // namespace

@@ -114,6 +114,24 @@ struct OpCaseRegistrar {
   explicit OpCaseRegistrar(std::vector<OpCase> cases);
 };
 
+// Passes when `text` contains `part`, and shows the whole text when it does not.
+inline ::testing::AssertionResult contains(const std::string& text, const std::string& part) {
+  if (text.find(part) != std::string::npos) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << "'" << text << "' does not contain '" << part << "'";
+}
+
+// The message of the braid::Error `fn` throws; a test failure when it throws nothing.
+template <class Fn>
+std::string error_of(Fn&& fn) {
+  try {
+    fn();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  ADD_FAILURE() << "expected a braid::Error";
+  return {};
+}
+
 }  // namespace braid::testing
 
 // Expects `stmt` to throw braid::Error whose message contains `substring`.

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "braid/core/error.h"
+#include "support/test_util.h"
 #include "braid/data/batch_sampler.h"
 #include "braid/data/token_shard.h"
 
@@ -16,21 +17,8 @@ namespace {
 
 namespace fs = std::filesystem;
 
-::testing::AssertionResult contains(const std::string& text, const std::string& part) {
-  if (text.find(part) != std::string::npos) return ::testing::AssertionSuccess();
-  return ::testing::AssertionFailure() << "'" << text << "' does not contain '" << part << "'";
-}
-
-template <class Fn>
-std::string error_of(Fn&& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "expected a braid::Error";
-  return {};
-}
+using braid::testing::contains;
+using braid::testing::error_of;
 
 std::vector<int32_t> values(const Tensor& t) {
   const int32_t* p = t.data<int32_t>();

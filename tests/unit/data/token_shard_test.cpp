@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "braid/core/error.h"
+#include "support/test_util.h"
 #include "braid/data/token_dataset.h"
 #include "braid/data/token_shard.h"
 
@@ -18,23 +19,8 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// Passes when `text` contains `part`, and shows the whole text when it does not.
-::testing::AssertionResult contains(const std::string& text, const std::string& part) {
-  if (text.find(part) != std::string::npos) return ::testing::AssertionSuccess();
-  return ::testing::AssertionFailure() << "'" << text << "' does not contain '" << part << "'";
-}
-
-// The message of the braid::Error `fn` throws; a test failure when it throws nothing.
-template <class Fn>
-std::string error_of(Fn&& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "expected a braid::Error";
-  return {};
-}
+using braid::testing::contains;
+using braid::testing::error_of;
 
 class TokenShardTest : public ::testing::Test {
  protected:

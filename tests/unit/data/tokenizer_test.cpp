@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "braid/core/error.h"
+#include "support/test_util.h"
 #include "braid/data/gpt2_tokenizer.h"
 #include "braid/data/tokenizer.h"
 #include "braid/data/unicode.h"
@@ -21,21 +22,8 @@ namespace {
 
 namespace fs = std::filesystem;
 
-::testing::AssertionResult contains(const std::string& text, const std::string& part) {
-  if (text.find(part) != std::string::npos) return ::testing::AssertionSuccess();
-  return ::testing::AssertionFailure() << "'" << text << "' does not contain '" << part << "'";
-}
-
-template <class Fn>
-std::string error_of(Fn&& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "expected a braid::Error";
-  return {};
-}
+using braid::testing::contains;
+using braid::testing::error_of;
 
 // Where scripts/fetch_gpt2_vocab.sh puts encoder.json and vocab.bpe.
 fs::path gpt2_vocab_dir() {
