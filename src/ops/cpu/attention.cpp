@@ -3,8 +3,16 @@
 // The same algorithm as FlashAttention-2 (and braid's CUDA kernel): per (batch, head) the
 // queries are processed in tiles against key tiles, keeping a running max and sum so the
 // T x T matrix never exists; the forward stores each row's log-sum-exp, from which the
-// backward rebuilds the probabilities tile by tile. Inner loops run over a contiguous
-// dimension (D, or a transposed key tile) so the compiler vectorises them.
+// backward rebuilds the probabilities tile by tile.
+//
+// Every product of two tiles (Q K^T, P V, dO V^T, P^T dO, dS^T Q, dS K) goes through one
+// register-blocked micro-kernel, C (+)= A B with 4 rows x 16 columns of Vec8 accumulators,
+// so each operand loaded from L1 feeds several FMAs. The operands are first packed into
+// per-thread buffers (keys transposed where they are the B side of Q K^T, head dim padded
+// to a multiple of 8 with zeros) so the kernel never needs a column tail. The backward
+// sweeps key tiles in the outer loop and keeps dK and dV of the tile in local accumulators,
+// and dQ of the whole head in a local buffer, writing each result once.
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -28,42 +36,115 @@ HeadView view_of(const Tensor& t) {
   return {static_cast<float*>(t.data_ptr()), t.stride(0), t.stride(1), t.stride(2)};
 }
 
+int64_t round8(int64_t n) {
+  return (n + 7) & ~int64_t{7};
+}
+
+// An inlined copy: std::copy_n of a runtime length goes through a memmove call, which costs
+// more than the copy for rows of 64 floats.
+inline void copy_row(const float* src, int64_t n, float* dst) {
+  for (int64_t d = 0; d < n; ++d) dst[d] = src[d];
+}
+
+// Copies rows [t0, t0 + count) of one head into tile[c * ld + d] (row-major, d < D only).
+void pack_rows(const HeadView& src, int64_t b, int64_t h, int64_t t0, int64_t count, int64_t D,
+               int64_t ld, float* tile) {
+  for (int64_t c = 0; c < count; ++c) copy_row(src.row(b, h, t0 + c), D, tile + c * ld);
+}
+
 // Copies keys [j0, j0 + count) of one head into tile[d * kKeyTile + c] (D-major).
-void transpose_tile(const HeadView& src, int64_t b, int64_t h, int64_t j0, int64_t count,
-                    int64_t D, float* tile) {
+void transpose_tile(const HeadView& src, int64_t b, int64_t h, int64_t j0, int64_t count, int64_t D,
+                    float* tile) {
   for (int64_t c = 0; c < count; ++c) {
     const float* row = src.row(b, h, j0 + c);
     for (int64_t d = 0; d < D; ++d) tile[d * kKeyTile + c] = row[d];
   }
 }
 
-// scores[c] = sum_d q_scaled[d] * tile[d][c] for c < count.
-void row_scores(const float* q_scaled, const float* tile, int64_t count, int64_t D,
-                float* scores) {
-  for (int64_t c = 0; c < count; ++c) scores[c] = 0.0f;
-  for (int64_t d = 0; d < D; ++d) {
-    const float qd = q_scaled[d];
-    const float* t = tile + d * kKeyTile;
-    for (int64_t c = 0; c < count; ++c) scores[c] += qd * t[c];
+// C[R x 8NV] (+)= A[R x K] B[K x 8NV], A's element (r, k) at A[r * ar + k * ak] so a
+// transposed A costs nothing (its elements are broadcast one at a time anyway). The
+// accumulators stay in registers for the whole K loop (R * NV <= 8 of the 16 ymm registers,
+// leaving room for the B row and a broadcast).
+template <int R, int NV>
+inline void micro_kernel(float* C, int64_t ldc, const float* A, int64_t ar, int64_t ak,
+                         const float* B, int64_t ldb, int64_t K, bool accumulate) {
+  Vec8 c[R][NV];
+#pragma GCC unroll 4
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 2
+    for (int v = 0; v < NV; ++v) c[r][v] = accumulate ? load8(C + r * ldc + 8 * v) : Vec8{};
+  for (int64_t k = 0; k < K; ++k) {
+    Vec8 bk[NV];
+#pragma GCC unroll 2
+    for (int v = 0; v < NV; ++v) bk[v] = load8(B + k * ldb + 8 * v);
+#pragma GCC unroll 4
+    for (int r = 0; r < R; ++r) {
+      // An initializer list (not Vec8{} + x, which adds -0.0 first) gives a bare broadcast.
+      const float x = A[r * ar + k * ak];
+      const Vec8 a = {x, x, x, x, x, x, x, x};
+#pragma GCC unroll 2
+      for (int v = 0; v < NV; ++v) c[r][v] += a * bk[v];
+    }
+  }
+#pragma GCC unroll 4
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 2
+    for (int v = 0; v < NV; ++v) store8(C + r * ldc + 8 * v, c[r][v]);
+}
+
+// C[M x N] (+)= A[M x K] B[K x N], row-major C and B, A strided as in micro_kernel; N must
+// be a multiple of 8 (callers pad), M and K are arbitrary. Summation over K is in order, so
+// the result does not depend on the blocking.
+void tile_gemm(float* C, int64_t ldc, const float* A, int64_t ar, int64_t ak, const float* B,
+               int64_t ldb, int64_t M, int64_t N, int64_t K, bool accumulate) {
+  int64_t n = 0;
+  for (; n + 16 <= N; n += 16) {
+    int64_t r = 0;
+    for (; r + 4 <= M; r += 4)
+      micro_kernel<4, 2>(C + r * ldc + n, ldc, A + r * ar, ar, ak, B + n, ldb, K, accumulate);
+    for (; r < M; ++r)
+      micro_kernel<1, 2>(C + r * ldc + n, ldc, A + r * ar, ar, ak, B + n, ldb, K, accumulate);
+  }
+  if (n < N) {
+    int64_t r = 0;
+    for (; r + 4 <= M; r += 4)
+      micro_kernel<4, 1>(C + r * ldc + n, ldc, A + r * ar, ar, ak, B + n, ldb, K, accumulate);
+    for (; r < M; ++r)
+      micro_kernel<1, 1>(C + r * ldc + n, ldc, A + r * ar, ar, ak, B + n, ldb, K, accumulate);
   }
 }
 
 // Number of keys of the tile starting at j0 (holding `count` keys) that query i may see.
 int64_t visible_keys(bool causal, int64_t i, int64_t j0, int64_t count) {
   if (!causal) return count;
-  return std::min(count, i - j0 + 1);
+  return std::clamp<int64_t>(i - j0 + 1, 0, count);
+}
+
+// All-ones in the lanes c0 + lane < limit: masks the causal and ragged-tile columns.
+inline Vec8i lanes_below(int64_t c0, int64_t limit) {
+  const Vec8i lane = {0, 1, 2, 3, 4, 5, 6, 7};
+  return lane < static_cast<int32_t>(limit - c0);
+}
+
+float hsum(Vec8 v) {
+  float s = 0.0f;
+  for (int l = 0; l < 8; ++l) s += v[l];
+  return s;
 }
 
 }  // namespace
 
-void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, bool causal,
-                       float scale, Tensor& out, Tensor& lse) {
+void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, bool causal, float scale,
+                       Tensor& out, Tensor& lse) {
   const int64_t B = q.size(0), H = q.size(1), T = q.size(2), D = q.size(3);
+  const int64_t Dp = round8(D);
   const HeadView Q = view_of(q), K = view_of(k), V = view_of(v), O = view_of(out);
   float* L = lse.data<float>();
 #pragma omp parallel
   {
-    std::vector<float> kt(D * kKeyTile), s(kQueryTile * kKeyTile), acc(kQueryTile * D), qs(D);
+    // Zero-initialised once: only d < D is ever packed, so the padding columns stay zero.
+    std::vector<float> qp(kQueryTile * Dp), kt(D * kKeyTile), vp(kKeyTile * Dp);
+    std::vector<float> s(kQueryTile * kKeyTile), acc(kQueryTile * Dp);
     std::vector<float> m(kQueryTile), l(kQueryTile);
 #pragma omp for collapse(2) schedule(static)
     for (int64_t b = 0; b < B; ++b) {
@@ -73,36 +154,50 @@ void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, bool c
           std::fill(m.begin(), m.end(), -INFINITY);
           std::fill(l.begin(), l.end(), 0.0f);
           std::fill(acc.begin(), acc.end(), 0.0f);
+          pack_rows(Q, b, h, i0, rq, D, Dp, qp.data());
           const int64_t key_end = causal ? i0 + rq : T;
           for (int64_t j0 = 0; j0 < key_end; j0 += kKeyTile) {
             const int64_t ck = std::min(kKeyTile, key_end - j0);
+            const int64_t ck8 = round8(ck);
             transpose_tile(K, b, h, j0, ck, D, kt.data());
+            pack_rows(V, b, h, j0, ck, D, Dp, vp.data());
+            tile_gemm(s.data(), kKeyTile, qp.data(), Dp, 1, kt.data(), kKeyTile, rq, ck8, D, false);
             for (int64_t r = 0; r < rq; ++r) {
-              const int64_t i = i0 + r;
-              const int64_t limit = visible_keys(causal, i, j0, ck);
-              if (limit <= 0) continue;
-              const float* qrow = Q.row(b, h, i);
-              for (int64_t d = 0; d < D; ++d) qs[d] = qrow[d] * scale;
+              const int64_t limit = visible_keys(causal, i0 + r, j0, ck);
               float* srow = s.data() + r * kKeyTile;
-              row_scores(qs.data(), kt.data(), limit, D, srow);
-              const float mx = std::max(m[r], row_max(srow, limit));
-              const float correction = std::exp(m[r] - mx);  // 0 on the first tile (m = -inf)
-              const float total = row_exp(srow, limit, mx, 1.0f, srow);
-              l[r] = l[r] * correction + total;
-              m[r] = mx;
-              float* a = acc.data() + r * D;
-              for (int64_t d = 0; d < D; ++d) a[d] *= correction;
-              for (int64_t c = 0; c < limit; ++c) {
-                const float p = srow[c];
-                const float* vrow = V.row(b, h, j0 + c);
-                for (int64_t d = 0; d < D; ++d) a[d] += p * vrow[d];
+              if (limit <= 0) {  // nothing visible: contribute zeros, keep m and l
+                std::fill_n(srow, ck8, 0.0f);
+                continue;
               }
+              Vec8 vmax = Vec8{} - INFINITY;
+              for (int64_t c = 0; c < ck8; c += 8) {
+                Vec8 x = load8(srow + c) * scale;
+                x = lanes_below(c, limit) ? x : Vec8{} - INFINITY;
+                store8(srow + c, x);
+                vmax = x > vmax ? x : vmax;
+              }
+              float mx = m[r];
+              for (int ln = 0; ln < 8; ++ln) mx = std::max(mx, vmax[ln]);
+              const float correction = std::exp(m[r] - mx);  // 0 on the first tile (m = -inf)
+              Vec8 sum{};
+              for (int64_t c = 0; c < ck8; c += 8) {
+                // fast_exp clamps -inf to a tiny positive value, so masked lanes are zeroed.
+                Vec8 e = fast_exp(load8(srow + c) - mx);
+                e = lanes_below(c, limit) ? e : Vec8{};
+                store8(srow + c, e);
+                sum += e;
+              }
+              l[r] = l[r] * correction + hsum(sum);
+              m[r] = mx;
+              float* a = acc.data() + r * Dp;
+              for (int64_t d = 0; d < Dp; d += 8) store8(a + d, load8(a + d) * correction);
             }
+            tile_gemm(acc.data(), Dp, s.data(), kKeyTile, 1, vp.data(), Dp, rq, Dp, ck, true);
           }
           for (int64_t r = 0; r < rq; ++r) {
             const float inv = 1.0f / l[r];
             float* orow = O.row(b, h, i0 + r);
-            const float* a = acc.data() + r * D;
+            const float* a = acc.data() + r * Dp;
             for (int64_t d = 0; d < D; ++d) orow[d] = a[d] * inv;
             L[(b * H + h) * T + i0 + r] = m[r] + std::log(l[r]);
           }
@@ -113,15 +208,21 @@ void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, bool c
 }
 
 void attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
-                        const Tensor& lse, const Tensor& dout, bool causal, float scale,
-                        Tensor& dq, Tensor& dk, Tensor& dv) {
+                        const Tensor& lse, const Tensor& dout, bool causal, float scale, Tensor& dq,
+                        Tensor& dk, Tensor& dv) {
   const int64_t B = q.size(0), H = q.size(1), T = q.size(2), D = q.size(3);
+  const int64_t Dp = round8(D);
   const HeadView Q = view_of(q), K = view_of(k), V = view_of(v), O = view_of(out);
   const HeadView dO = view_of(dout), dQ = view_of(dq), dK = view_of(dk), dV = view_of(dv);
   const float* L = lse.data<float>();
 #pragma omp parallel
   {
-    std::vector<float> kt(D * kKeyTile), vt(D * kKeyTile), p(kKeyTile), dp(kKeyTile), qs(D);
+    // Zero-initialised once: only d < D is ever packed, so the padding columns stay zero.
+    std::vector<float> kt(D * kKeyTile), vt(D * kKeyTile), kp(kKeyTile * Dp);
+    std::vector<float> qp(kQueryTile * Dp), gp(kQueryTile * Dp);
+    std::vector<float> s(kQueryTile * kKeyTile), dp(kQueryTile * kKeyTile);
+    std::vector<float> probs(kQueryTile * kKeyTile);
+    std::vector<float> dk_acc(kKeyTile * Dp), dv_acc(kKeyTile * Dp), dq_acc(T * Dp);
     std::vector<float> delta(T);
 #pragma omp for collapse(2) schedule(static)
     for (int64_t b = 0; b < B; ++b) {
@@ -134,37 +235,54 @@ void attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const
           float acc = 0.0f;
           for (int64_t d = 0; d < D; ++d) acc += g[d] * o[d];
           delta[i] = acc;
-          for (float* row : {dQ.row(b, h, i), dK.row(b, h, i), dV.row(b, h, i)})
-            for (int64_t d = 0; d < D; ++d) row[d] = 0.0f;
         }
+        std::fill(dq_acc.begin(), dq_acc.end(), 0.0f);
         for (int64_t j0 = 0; j0 < T; j0 += kKeyTile) {
           const int64_t ck = std::min(kKeyTile, T - j0);
           transpose_tile(K, b, h, j0, ck, D, kt.data());
           transpose_tile(V, b, h, j0, ck, D, vt.data());
-          for (int64_t i = causal ? j0 : 0; i < T; ++i) {
-            const int64_t limit = visible_keys(causal, i, j0, ck);
-            if (limit <= 0) continue;
-            const float* qrow = Q.row(b, h, i);
-            const float* grow = dO.row(b, h, i);
-            for (int64_t d = 0; d < D; ++d) qs[d] = qrow[d] * scale;
-            row_scores(qs.data(), kt.data(), limit, D, p.data());
-            row_exp(p.data(), limit, lse_row[i], 1.0f, p.data());
-            row_scores(grow, vt.data(), limit, D, dp.data());  // dP = dO_i . V_c
-            float* dqrow = dQ.row(b, h, i);
-            for (int64_t c = 0; c < limit; ++c) {
-              const float ds = p[c] * (dp[c] - delta[i]) * scale;
-              float* dvrow = dV.row(b, h, j0 + c);
-              float* dkrow = dK.row(b, h, j0 + c);
-              const float* krow = K.row(b, h, j0 + c);
-              const float pc = p[c];
-              for (int64_t d = 0; d < D; ++d) {
-                dvrow[d] += pc * grow[d];
-                dkrow[d] += ds * qrow[d];
-                dqrow[d] += ds * krow[d];
+          pack_rows(K, b, h, j0, ck, D, Dp, kp.data());
+          std::fill(dk_acc.begin(), dk_acc.end(), 0.0f);
+          std::fill(dv_acc.begin(), dv_acc.end(), 0.0f);
+          // Causal: query tiles before j0 see none of these keys (j0 is a multiple of the
+          // query tile).
+          for (int64_t i0 = causal ? j0 : 0; i0 < T; i0 += kQueryTile) {
+            const int64_t rq = std::min(kQueryTile, T - i0);
+            // Keys of the tile that any row of this query tile may see.
+            const int64_t cv = causal ? std::min(ck, i0 + rq - j0) : ck;
+            const int64_t cv8 = round8(cv);
+            pack_rows(Q, b, h, i0, rq, D, Dp, qp.data());
+            pack_rows(dO, b, h, i0, rq, D, Dp, gp.data());
+            tile_gemm(s.data(), kKeyTile, qp.data(), Dp, 1, kt.data(), kKeyTile, rq, cv8, D, false);
+            tile_gemm(dp.data(), kKeyTile, gp.data(), Dp, 1, vt.data(), kKeyTile, rq, cv8, D,
+                      false);  // dP = dO V^T
+            for (int64_t r = 0; r < rq; ++r) {
+              const int64_t i = i0 + r;
+              const int64_t limit = visible_keys(causal, i, j0, cv);
+              float* srow = s.data() + r * kKeyTile;  // S in, dS out
+              float* prow = probs.data() + r * kKeyTile;
+              const float* dprow = dp.data() + r * kKeyTile;
+              for (int64_t c = 0; c < cv8; c += 8) {
+                Vec8 p = fast_exp(load8(srow + c) * scale - lse_row[i]);
+                p = lanes_below(c, limit) ? p : Vec8{};
+                const Vec8 ds = p * (load8(dprow + c) - delta[i]) * scale;
+                store8(prow + c, p);
+                store8(srow + c, ds);
               }
             }
+            // dV += P^T dO, dK += dS^T Q (both A operands read transposed), dQ += dS K.
+            tile_gemm(dv_acc.data(), Dp, probs.data(), 1, kKeyTile, gp.data(), Dp, cv, Dp, rq,
+                      true);
+            tile_gemm(dk_acc.data(), Dp, s.data(), 1, kKeyTile, qp.data(), Dp, cv, Dp, rq, true);
+            tile_gemm(dq_acc.data() + i0 * Dp, Dp, s.data(), kKeyTile, 1, kp.data(), Dp, rq, Dp, cv,
+                      true);
+          }
+          for (int64_t c = 0; c < ck; ++c) {
+            copy_row(dk_acc.data() + c * Dp, D, dK.row(b, h, j0 + c));
+            copy_row(dv_acc.data() + c * Dp, D, dV.row(b, h, j0 + c));
           }
         }
+        for (int64_t i = 0; i < T; ++i) copy_row(dq_acc.data() + i * Dp, D, dQ.row(b, h, i));
       }
     }
   }
