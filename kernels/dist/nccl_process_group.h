@@ -1,0 +1,120 @@
+// The NCCL backend of ProcessGroup, for CUDA tensors: one NCCL communicator and one dedicated
+// CUDA stream per group, ordered against the compute stream with events, and a watchdog thread
+// that turns hangs and asynchronous NCCL errors into stored errors.
+//
+// Plain C++ (no NCCL or CUDA headers), so host code of a CUDA build can include it. Built only
+// when CMake found NCCL >= 2.14; targets linking `braid_nccl` then get BRAID_WITH_NCCL defined.
+//
+// Semantics beyond process_group.h:
+// - Tensors must live on cuda:device() and be dense; CPU tensors throw at issue time (they go to
+//   the MPI backend). dtypes: f32, bf16, f16, i32, i64, u8.
+// - Streams: an operation first makes the group's stream wait for everything the caller issued
+//   before it on braid::cuda::current_stream() (an event), then runs on the group's stream and
+//   records a completion event there. Compute keeps running meanwhile.
+// - Work::wait() does NOT block the host: it makes the caller's current stream wait for the
+//   completion event, then throws the error known so far. Everything braid issues afterwards on
+//   that stream, including copies to the host, sees the result. NcclWork::synchronize() (and
+//   NcclProcessGroup::synchronize()) block the host. barrier()'s wait() blocks the host too, as a
+//   barrier is only useful that way. is_completed() asks the completion event.
+// - Reductions run in NCCL's order and in the tensor's dtype: bf16/f16 round after every
+//   addition (the MPI backend widens to f32 and rounds once), so multi-rank results can differ
+//   from the MPI backend's by a few ulps. avg is ncclAvg: floating types multiply every input by
+//   1/size() before summing (not sum then divide); integers sum, then divide truncating toward
+//   zero, u8 sums wrapping modulo 256 as in the MPI backend.
+// - reduce_scatter / all_gather keep chunk_size() / chunk_offset() exactly. NCCL needs equal
+//   chunks, so when size() does not divide the element count the data goes through a staging
+//   buffer of size() * ceil(count / size()) elements (stream-ordered cudaMallocAsync on the
+//   group's stream) with two extra device copies on each side; divisible counts use the
+//   caller's buffers directly. Overlapping input and output (other than NCCL's in-place layout)
+//   also stage the input.
+// - send/recv: NCCL matches them per peer in issue order; the tag is checked locally but not
+//   sent, so each pair of ranks must issue its transfers in the same order. A send occupies the
+//   group's stream until the peer posts the matching recv (and a recv until the send), so two
+//   ranks that both send first deadlock: in a ring, let even ranks send first and odd ranks
+//   receive first. Sending to oneself is rejected.
+// - Timeouts: the watchdog starts an operation's clock when the group's stream reaches it (work
+//   queued behind compute does not count). One that is still running timeout() later, or an
+//   error reported by ncclCommGetAsyncError or CUDA, makes the group fail: the communicator is
+//   aborted (ncclCommAbort), every outstanding Work stores an error naming group, op and sequence
+//   number, and the collective log is written to braid::log(). NCCL cannot tell which ranks never
+//   joined; the message says so. A failed group stays failed: later operations return Works
+//   holding the same error, and the job should end (braid::dist::abort_job).
+// - Lifetime: a tensor passed in is kept alive until its operation completed on the device. Note
+//   that braid's cuda Storage frees with cudaFree, which waits for the whole device, NCCL kernels
+//   included: freeing a tensor while a send waits for a peer blocks the host until that peer
+//   posts its recv.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "braid/dist/process_group.h"
+
+namespace braid::dist {
+
+namespace detail {
+class NcclGroupState;
+}
+
+// The Work of an NCCL operation; wait() orders the caller's stream (see above).
+class NcclWork : public Work {
+ public:
+  // Blocks the host until the operation finished on the device or failed (bounded by the group's
+  // timeout through the watchdog), then throws its error if any.
+  virtual void synchronize() = 0;
+};
+
+class NcclProcessGroup final : public ProcessGroup {
+ public:
+  // Collective over `mpi_group` (every member calls it, ordered like any collective on that
+  // group): its rank 0 draws an ncclUniqueId and broadcasts it over `mpi_group` (any group that
+  // can broadcast a CPU tensor: the MPI backend, or a SoloProcessGroup for one rank), then every
+  // rank creates its communicator on cuda:`device` without blocking (ncclCommInitRankConfig,
+  // blocking = 0) and polls it until it is ready. A communicator not ready within
+  // mpi_group->timeout() is aborted and the error names the group and its number of ranks. The
+  // new group has mpi_group's ranks, order and timeout; each process drives one device, and two
+  // ranks of one group cannot share a device (NCCL refuses).
+  static std::shared_ptr<NcclProcessGroup> create(ProcessGroupPtr mpi_group, int device,
+                                                  std::string name);
+  // Waits for the outstanding operations (bounded by the timeout), then releases the
+  // communicator: ncclCommFinalize + ncclCommDestroy, or ncclCommAbort when the group failed or
+  // finalising does not finish within the timeout (a peer that never destroys its side).
+  ~NcclProcessGroup() override;
+  NcclProcessGroup(const NcclProcessGroup&) = delete;
+  NcclProcessGroup& operator=(const NcclProcessGroup&) = delete;
+
+  WorkPtr all_reduce(Tensor& tensor, ReduceOp op = ReduceOp::sum) override;
+  WorkPtr reduce_scatter(const Tensor& input, Tensor& output, ReduceOp op = ReduceOp::sum) override;
+  WorkPtr all_gather(const Tensor& input, Tensor& output) override;
+  WorkPtr broadcast(Tensor& tensor, int root) override;
+  WorkPtr send(const Tensor& tensor, int dst, int tag = 0) override;
+  WorkPtr recv(Tensor& tensor, int src, int tag = 0) override;
+  // An all_reduce of one element; its Work's wait() blocks the host.
+  WorkPtr barrier() override;
+  // Collective over this group: splits the underlying MPI group with the same color and key
+  // (MPI_Comm_split semantics; color < 0 gets nullptr), then derives the new communicator with
+  // ncclCommSplit (NCCL >= 2.18, keyed by the new MPI rank so both orders agree) or, with older
+  // NCCL, bootstraps a new one over the MPI subgroup. Blocks until the new communicator is ready.
+  // The new group inherits this group's device and timeout.
+  std::shared_ptr<ProcessGroup> split_by_color(int color, int key, std::string name) override;
+
+  std::string backend() const override { return "nccl"; }
+
+  // The CUDA device this group communicates from.
+  int device() const { return device_; }
+  // The group that bootstrapped this one (and carries split_by_color's MPI side).
+  const ProcessGroupPtr& mpi_group() const { return mpi_group_; }
+  // Blocks the host until every operation issued so far has finished, then throws the group's
+  // error if it failed.
+  void synchronize();
+
+ private:
+  NcclProcessGroup(ProcessGroupPtr mpi_group, int device, std::string name,
+                   std::shared_ptr<detail::NcclGroupState> state);
+
+  ProcessGroupPtr mpi_group_;
+  int device_;
+  std::shared_ptr<detail::NcclGroupState> state_;
+};
+
+}  // namespace braid::dist
