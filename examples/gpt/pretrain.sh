@@ -35,7 +35,10 @@ if [ "$ranks" -eq 1 ]; then
   exec "$build/examples/pretrain_gpt" --config "$config" "${args[@]}"
 fi
 # One rank per core is the sweet spot; more ranks than cores still run (oversubscribed).
+# Ranks get a pty from mpirun even when this script's output goes to a file: tell them.
+[ -t 1 ] || export BRAID_PROGRESS=0
 launcher=(mpirun -np "$ranks" --bind-to none -x OMP_WAIT_POLICY)
+[ -n "${BRAID_PROGRESS:-}" ] && launcher+=(-x BRAID_PROGRESS)
 [ "$(id -u)" -eq 0 ] && launcher+=(--allow-run-as-root)
 [ "$ranks" -gt "$(nproc)" ] && launcher+=(--oversubscribe)
 exec "${launcher[@]}" "$build/examples/pretrain_gpt" --config "$config" \

@@ -8,6 +8,8 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
+#include <string>
 #include <vector>
 
 namespace braid::train {
@@ -34,8 +36,18 @@ std::string format_step(const StepMetrics& m, int64_t total_steps) {
       100.0 * m.mfu, static_cast<double>(m.peak_bytes) / (1 << 20), m.skipped ? " | SKIPPED" : "");
 }
 
-ProgressBar::ProgressBar(int64_t total)
-    : total_(total), active_(total > 0 && isatty(STDOUT_FILENO) == 1) {}
+namespace {
+
+// A terminal on stdout, unless BRAID_PROGRESS says otherwise (mpirun gives ranks a pty even
+// when its own output goes to a file, so launch scripts pass the real answer down).
+bool progress_wanted() {
+  if (const char* env = std::getenv("BRAID_PROGRESS")) return std::string(env) != "0";
+  return isatty(STDOUT_FILENO) == 1;
+}
+
+}  // namespace
+
+ProgressBar::ProgressBar(int64_t total) : total_(total), active_(total > 0 && progress_wanted()) {}
 
 void ProgressBar::update(const StepMetrics& m) {
   if (!active_) return;

@@ -26,7 +26,7 @@ double measure_cpu_peak_flops();
 std::string format_step(const StepMetrics& m, int64_t total_steps);
 
 // Draws a single-line progress bar on the terminal (\r-rewritten); no-op when stdout is not
-// a terminal.
+// a terminal or BRAID_PROGRESS=0.
 class ProgressBar {
  public:
   explicit ProgressBar(int64_t total);
