@@ -142,7 +142,9 @@ StepMetrics Trainer::train_step() {
   ++step_;
   m.step_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   m.tokens_per_s = static_cast<double>(tokens) / (m.step_ms / 1e3);
-  m.mfu = peak_flops_ > 0 ? m.tokens_per_s * flops_per_token_ / peak_flops_ : 0;
+  // tokens_per_s counts every data-parallel rank; so does the peak (each rank measured its own).
+  const double job_peak = peak_flops_ * grid_->world()->size();
+  m.mfu = job_peak > 0 ? m.tokens_per_s * flops_per_token_ / job_peak : 0;
   m.peak_bytes = host_memory_stats().peak_bytes;
   history_.push_back(m);
   return m;
