@@ -40,9 +40,9 @@ int main(int argc, char** argv) {
   dist::Environment* env = nullptr;
   try {
     env = &dist::init(&argc, &argv);
-    std::map<std::string, std::string> flags = {{"layers", "4"}, {"width", "256"}, {"heads", "4"},
-                                                {"batch", "4"},  {"seq", "128"},   {"steps", "6"},
-                                                {"bucket_mb", "4"}, {"json", ""}};
+    std::map<std::string, std::string> flags = {
+        {"layers", "4"}, {"width", "256"}, {"heads", "4"},     {"batch", "4"},
+        {"seq", "128"},  {"steps", "6"},   {"bucket_mb", "4"}, {"json", ""}};
     for (int i = 1; i + 1 < argc; i += 2) {
       const std::string key = std::string(argv[i]).substr(2);
       BRAID_CHECK(flags.count(key), "unknown flag {}", argv[i]);
@@ -58,9 +58,10 @@ int main(int argc, char** argv) {
     nn::Gpt model(cfg);
     model.init_weights(1);
     optim::AdamW adamw(optim::decay_groups(model.named_parameters(), 0.1f), {});
-    dist::ParallelGrid grid(env->world(), dist::ParallelGrid::default_axes(1, 1, env->world_size(), 1));
-    parallel::DataParallel ddp(parallel::DataParallelOptions::parse(
-        {{"bucket_mb", flags["bucket_mb"]}}, false));
+    dist::ParallelGrid grid(env->world(),
+                            dist::ParallelGrid::default_axes(1, 1, env->world_size(), 1));
+    parallel::DataParallel ddp(
+        parallel::DataParallelOptions::parse({{"bucket_mb", flags["bucket_mb"]}}, false));
     ddp.setup(model, adamw, grid);
 
     std::vector<int32_t> ids(B * T), targets(B * T);
@@ -105,18 +106,25 @@ int main(int argc, char** argv) {
     const double exposed = std::max(0.0, td - tb);
     const double hidden = tc > 0 ? std::clamp(1.0 - exposed / tc, 0.0, 1.0) : 0.0;
     if (env->world_rank() == 0) {
-      std::printf("dp_overlap: %d ranks, %lld layers width %lld, B=%lld T=%lld, %zu buckets of %s MiB\n",
-                  env->world_size(), (long long)cfg.n_layer, (long long)cfg.n_embd, (long long)B,
-                  (long long)T, ddp.num_buckets(), flags["bucket_mb"].c_str());
-      std::printf("method: T_bwd = backward alone, T_comm = buckets all-reduced back to back,\n"
-                  "        T_ddp = backward + DDP wait; hidden = 1 - (T_ddp - T_bwd) / T_comm\n");
-      std::printf("%-10s %10s\n%-10s %10.1f\n%-10s %10.1f\n%-10s %10.1f\n%-10s %10.1f\n%-10s %9.0f%%\n",
-                  "metric", "ms", "T_bwd", tb, "T_comm", tc, "T_ddp", td, "exposed", exposed,
-                  "hidden", 100 * hidden);
+      std::printf(
+          "dp_overlap: %d ranks, %lld layers width %lld, B=%lld T=%lld, %zu buckets of %s MiB\n",
+          env->world_size(), (long long)cfg.n_layer, (long long)cfg.n_embd, (long long)B,
+          (long long)T, ddp.num_buckets(), flags["bucket_mb"].c_str());
+      std::printf(
+          "method: T_bwd = backward alone, T_comm = buckets all-reduced back to back,\n"
+          "        T_ddp = backward + DDP wait; hidden = 1 - (T_ddp - T_bwd) / T_comm\n");
+      std::printf(
+          "%-10s %10s\n%-10s %10.1f\n%-10s %10.1f\n%-10s %10.1f\n%-10s %10.1f\n%-10s %9.0f%%\n",
+          "metric", "ms", "T_bwd", tb, "T_comm", tc, "T_ddp", td, "exposed", exposed, "hidden",
+          100 * hidden);
       if (!flags["json"].empty()) {
-        nlohmann::json j = {{"ranks", env->world_size()}, {"buckets", ddp.num_buckets()},
-                            {"t_bwd_ms", tb}, {"t_comm_ms", tc}, {"t_ddp_ms", td},
-                            {"exposed_ms", exposed}, {"hidden_fraction", hidden}};
+        nlohmann::json j = {{"ranks", env->world_size()},
+                            {"buckets", ddp.num_buckets()},
+                            {"t_bwd_ms", tb},
+                            {"t_comm_ms", tc},
+                            {"t_ddp_ms", td},
+                            {"exposed_ms", exposed},
+                            {"hidden_fraction", hidden}};
         std::ofstream(flags["json"]) << j.dump(1) << "\n";
       }
     }

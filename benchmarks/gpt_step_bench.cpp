@@ -21,16 +21,18 @@
 namespace {
 
 std::map<std::string, std::string> parse_flags(int argc, char** argv) {
-  std::map<std::string, std::string> flags = {
-      {"layers", "12"}, {"heads", "12"}, {"width", "768"}, {"vocab", "50257"}, {"batch", "4"},
-      {"seq", "64"},    {"steps", "10"}, {"warmup", "2"},  {"threads", "2"},   {"json", ""},
-      {"seed", "0"}};
+  std::map<std::string, std::string> flags = {{"layers", "12"},   {"heads", "12"}, {"width", "768"},
+                                              {"vocab", "50257"}, {"batch", "4"},  {"seq", "64"},
+                                              {"steps", "10"},    {"warmup", "2"}, {"threads", "2"},
+                                              {"json", ""},       {"seed", "0"}};
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
     BRAID_CHECK(arg.rfind("--", 0) == 0 && i + 1 < argc, "expected --flag value, got '{}'", arg);
     const std::string key = arg.substr(2);
-    BRAID_CHECK(flags.count(key), "unknown flag --{} (known: layers heads width vocab batch seq "
-                                  "steps warmup threads json seed)", key);
+    BRAID_CHECK(flags.count(key),
+                "unknown flag --{} (known: layers heads width vocab batch seq "
+                "steps warmup threads json seed)",
+                key);
     flags[key] = argv[++i];
   }
   return flags;
@@ -83,26 +85,33 @@ int main(int argc, char** argv) {
       opt.step(3e-4f, clip.scale);
       const auto t1 = std::chrono::steady_clock::now();
       losses.push_back(loss.item());
-      if (step >= warmup) times_ms.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
+      if (step >= warmup)
+        times_ms.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
     }
     std::vector<double> sorted = times_ms;
     std::sort(sorted.begin(), sorted.end());
     const size_t n = sorted.size();
     const double median = n % 2 ? sorted[n / 2] : 0.5 * (sorted[n / 2 - 1] + sorted[n / 2]);
     const double tokens_per_s = static_cast<double>(B * T) / (median / 1e3);
-    std::printf("braid L=%lld H=%lld C=%lld V=%lld B=%lld T=%lld threads=%lld: params %lld, median "
-                "%.1f ms/step, %.1f tokens/s (loss %.3f -> %.3f)\n",
-                (long long)cfg.n_layer, (long long)cfg.n_head, (long long)cfg.n_embd,
-                (long long)cfg.vocab_size, (long long)B, (long long)T, num("threads"),
-                (long long)model.num_parameters(), median, tokens_per_s, losses.front(),
-                losses.back());
+    std::printf(
+        "braid L=%lld H=%lld C=%lld V=%lld B=%lld T=%lld threads=%lld: params %lld, median "
+        "%.1f ms/step, %.1f tokens/s (loss %.3f -> %.3f)\n",
+        (long long)cfg.n_layer, (long long)cfg.n_head, (long long)cfg.n_embd,
+        (long long)cfg.vocab_size, (long long)B, (long long)T, num("threads"),
+        (long long)model.num_parameters(), median, tokens_per_s, losses.front(), losses.back());
     if (!flags["json"].empty()) {
       nlohmann::json j;
       j["impl"] = "braid";
-      j["config"] = {{"layers", cfg.n_layer}, {"heads", cfg.n_head},     {"width", cfg.n_embd},
-                     {"vocab", cfg.vocab_size}, {"padded_vocab", cfg.padded_vocab()},
-                     {"batch", B},              {"seq", T},                {"steps", steps},
-                     {"warmup", warmup},        {"threads", num("threads")}};
+      j["config"] = {{"layers", cfg.n_layer},
+                     {"heads", cfg.n_head},
+                     {"width", cfg.n_embd},
+                     {"vocab", cfg.vocab_size},
+                     {"padded_vocab", cfg.padded_vocab()},
+                     {"batch", B},
+                     {"seq", T},
+                     {"steps", steps},
+                     {"warmup", warmup},
+                     {"threads", num("threads")}};
       j["ms_per_step"] = times_ms;
       j["median_ms"] = median;
       j["tokens_per_s"] = tokens_per_s;

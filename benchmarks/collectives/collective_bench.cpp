@@ -132,8 +132,7 @@ int main(int argc, char** argv) {
 
       Row ar{"all_reduce", bytes, 0, 0, 2.0 * (n - 1) / n};
       time_both(
-          sync, iters,
-          [&] { MPI_Allreduce(MPI_IN_PLACE, full_p, count, MPI_FLOAT, MPI_SUM, raw); },
+          sync, iters, [&] { MPI_Allreduce(MPI_IN_PLACE, full_p, count, MPI_FLOAT, MPI_SUM, raw); },
           [&] { group.all_reduce(full)->wait(); }, &ar.raw_s, &ar.braid_s);
       rows.push_back(ar);
 
@@ -148,8 +147,8 @@ int main(int argc, char** argv) {
       time_both(
           sync, iters,
           [&] {
-            MPI_Allgatherv(chunk_p, counts[rank], MPI_FLOAT, full_p, counts.data(),
-                           displs.data(), MPI_FLOAT, raw);
+            MPI_Allgatherv(chunk_p, counts[rank], MPI_FLOAT, full_p, counts.data(), displs.data(),
+                           MPI_FLOAT, raw);
           },
           [&] { group.all_gather(chunk, full)->wait(); }, &ag.raw_s, &ag.braid_s);
       rows.push_back(ag);

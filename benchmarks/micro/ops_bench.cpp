@@ -37,7 +37,8 @@ void BM_MatmulOp(benchmark::State& state) {
   Tensor x = random({m, k}, 1), w = random({n, k}, 2);
   braid::autograd::NoGradGuard no_grad;
   for (auto _ : state) benchmark::DoNotOptimize(braid::linear(x, w).data_ptr());
-  state.counters["GFLOP/s"] = benchmark::Counter(2.0 * m * n * k, benchmark::Counter::kIsIterationInvariantRate, benchmark::Counter::kIs1000);
+  state.counters["GFLOP/s"] = benchmark::Counter(
+      2.0 * m * n * k, benchmark::Counter::kIsIterationInvariantRate, benchmark::Counter::kIs1000);
 }
 BENCHMARK(BM_MatmulOp)->Apply(gemm_args)->Unit(benchmark::kMillisecond)->UseRealTime();
 
@@ -49,7 +50,8 @@ void BM_RawSgemm(benchmark::State& state) {
                 w.data<float>(), k, 0.0f, y.data<float>(), n);
     benchmark::DoNotOptimize(y.data_ptr());
   }
-  state.counters["GFLOP/s"] = benchmark::Counter(2.0 * m * n * k, benchmark::Counter::kIsIterationInvariantRate, benchmark::Counter::kIs1000);
+  state.counters["GFLOP/s"] = benchmark::Counter(
+      2.0 * m * n * k, benchmark::Counter::kIsIterationInvariantRate, benchmark::Counter::kIs1000);
 }
 BENCHMARK(BM_RawSgemm)->Apply(gemm_args)->Unit(benchmark::kMillisecond)->UseRealTime();
 
@@ -65,9 +67,15 @@ void BM_Attention(benchmark::State& state) {
     braid::sum(out).backward();
   }
   // Causal: half of the 4 * B * H * T^2 * D forward and 8 * ... backward FLOPs.
-  state.counters["GFLOP/s"] = benchmark::Counter(0.5 * 12.0 * b * h * t * t * d, benchmark::Counter::kIsIterationInvariantRate, benchmark::Counter::kIs1000);
+  state.counters["GFLOP/s"] = benchmark::Counter(0.5 * 12.0 * b * h * t * t * d,
+                                                 benchmark::Counter::kIsIterationInvariantRate,
+                                                 benchmark::Counter::kIs1000);
 }
-BENCHMARK(BM_Attention)->Args({4, 12, 64, 64})->Args({8, 4, 128, 64})->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_Attention)
+    ->Args({4, 12, 64, 64})
+    ->Args({8, 4, 128, 64})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
 
 void BM_LayerNorm(benchmark::State& state) {
   const int64_t rows = state.range(0), c = state.range(1);
@@ -77,7 +85,11 @@ void BM_LayerNorm(benchmark::State& state) {
   for (auto _ : state) braid::sum(braid::layer_norm(x, w, bias)).backward();
   state.SetBytesProcessed(state.iterations() * rows * c * 4 * 5);
 }
-BENCHMARK(BM_LayerNorm)->Args({256, 768})->Args({1024, 256})->Unit(benchmark::kMicrosecond)->UseRealTime();
+BENCHMARK(BM_LayerNorm)
+    ->Args({256, 768})
+    ->Args({1024, 256})
+    ->Unit(benchmark::kMicrosecond)
+    ->UseRealTime();
 
 // AdamW over n parameters: reads p, g, m, v and writes p, m, v (7 streams of 4 bytes).
 void BM_AdamW(benchmark::State& state) {

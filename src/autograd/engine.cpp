@@ -176,42 +176,44 @@ std::vector<Tensor> recompute(const RecomputeFn& fn, const std::vector<Tensor>& 
   for (Tensor& o : outputs) o = o.detach();
   for (Tensor& o : outputs) out_ptrs.push_back(&o);
   const std::vector<Tensor> saved = inputs;
-  record("Recompute", edges, out_ptrs, [fn, saved, params](const std::vector<Tensor>& grad_outputs) {
-    // Re-run the segment with history on detached inputs, then backprop through it with the
-    // parameters' gradients captured rather than accumulated.
-    std::vector<Tensor> replay_inputs;
-    for (const Tensor& t : saved) {
-      Tensor d = t.detach();
-      if (t.requires_grad()) d.set_requires_grad(true);
-      replay_inputs.push_back(d);
-    }
-    std::vector<Tensor> replay_outputs;
-    {
-      GradModeGuard enable(true);
-      replay_outputs = fn(replay_inputs);
-    }
-    GradCapture capture;
-    capture.enclosing = current_grad_capture();
-    for (const Tensor& p : params) capture.grads.emplace(p.impl(), Tensor());
-    std::vector<Tensor> roots, root_grads;
-    for (size_t i = 0; i < replay_outputs.size(); ++i) {
-      if (!replay_outputs[i].requires_grad() || !grad_outputs[i].defined()) continue;
-      roots.push_back(replay_outputs[i]);
-      root_grads.push_back(grad_outputs[i]);
-    }
-    current_grad_capture() = &capture;
-    try {
-      if (!roots.empty()) backward(roots, root_grads);
-    } catch (...) {
-      current_grad_capture() = capture.enclosing;
-      throw;
-    }
-    current_grad_capture() = capture.enclosing;
-    std::vector<Tensor> grads;
-    for (const Tensor& r : replay_inputs) grads.push_back(r.requires_grad() ? r.grad() : Tensor());
-    for (const Tensor& p : params) grads.push_back(capture.grads.at(p.impl()));
-    return grads;
-  });
+  record("Recompute", edges, out_ptrs,
+         [fn, saved, params](const std::vector<Tensor>& grad_outputs) {
+           // Re-run the segment with history on detached inputs, then backprop through it with the
+           // parameters' gradients captured rather than accumulated.
+           std::vector<Tensor> replay_inputs;
+           for (const Tensor& t : saved) {
+             Tensor d = t.detach();
+             if (t.requires_grad()) d.set_requires_grad(true);
+             replay_inputs.push_back(d);
+           }
+           std::vector<Tensor> replay_outputs;
+           {
+             GradModeGuard enable(true);
+             replay_outputs = fn(replay_inputs);
+           }
+           GradCapture capture;
+           capture.enclosing = current_grad_capture();
+           for (const Tensor& p : params) capture.grads.emplace(p.impl(), Tensor());
+           std::vector<Tensor> roots, root_grads;
+           for (size_t i = 0; i < replay_outputs.size(); ++i) {
+             if (!replay_outputs[i].requires_grad() || !grad_outputs[i].defined()) continue;
+             roots.push_back(replay_outputs[i]);
+             root_grads.push_back(grad_outputs[i]);
+           }
+           current_grad_capture() = &capture;
+           try {
+             if (!roots.empty()) backward(roots, root_grads);
+           } catch (...) {
+             current_grad_capture() = capture.enclosing;
+             throw;
+           }
+           current_grad_capture() = capture.enclosing;
+           std::vector<Tensor> grads;
+           for (const Tensor& r : replay_inputs)
+             grads.push_back(r.requires_grad() ? r.grad() : Tensor());
+           for (const Tensor& p : params) grads.push_back(capture.grads.at(p.impl()));
+           return grads;
+         });
   return outputs;
 }
 

@@ -33,8 +33,8 @@ class FunctionNode final : public Node {
         if (!grads[i].defined()) grads[i] = Tensor::zeros(output_shapes_[i], output_dtypes_[i]);
     }
     std::vector<Tensor> result = fn_(grads);
-    BRAID_CHECK(result.size() == next_edges.size(), "{} returned {} gradients for {} inputs",
-                name_, result.size(), next_edges.size());
+    BRAID_CHECK(result.size() == next_edges.size(), "{} returned {} gradients for {} inputs", name_,
+                result.size(), next_edges.size());
     return result;
   }
 
@@ -50,8 +50,12 @@ class FunctionNode final : public Node {
 
 }  // namespace
 
-bool GradMode::is_enabled() { return t_grad_enabled; }
-void GradMode::set_enabled(bool enabled) { t_grad_enabled = enabled; }
+bool GradMode::is_enabled() {
+  return t_grad_enabled;
+}
+void GradMode::set_enabled(bool enabled) {
+  t_grad_enabled = enabled;
+}
 
 Node::Node() : sequence_nr_(g_next_sequence_nr.fetch_add(1)) {}
 
@@ -99,8 +103,7 @@ Edge gradient_edge(const Tensor& t) {
 
 void record(std::string name, const std::vector<Tensor>& inputs, std::vector<Tensor*> outputs,
             BackwardFn backward) {
-  auto node = std::make_shared<FunctionNode>(std::move(name),
-                                             static_cast<uint32_t>(outputs.size()),
+  auto node = std::make_shared<FunctionNode>(std::move(name), static_cast<uint32_t>(outputs.size()),
                                              std::move(backward));
   node->next_edges.reserve(inputs.size());
   for (const Tensor& t : inputs) node->next_edges.push_back(gradient_edge(t));

@@ -74,7 +74,8 @@ void* host_allocate(size_t bytes) {
   if (!p) p = std::aligned_alloc(kHostAlignment, rounded);
   BRAID_CHECK(p != nullptr, "out of host memory allocating {} bytes ({} live)", bytes,
               g_current.load());
-  const int64_t now = g_current.fetch_add(static_cast<int64_t>(bytes)) + static_cast<int64_t>(bytes);
+  const int64_t now =
+      g_current.fetch_add(static_cast<int64_t>(bytes)) + static_cast<int64_t>(bytes);
   int64_t peak = g_peak.load();
   while (now > peak && !g_peak.compare_exchange_weak(peak, now)) {
   }
@@ -106,8 +107,12 @@ const DeviceMemoryOps& device_memory(DeviceKind kind) {
   return ops;
 }
 
-MemoryStats host_memory_stats() { return {g_current.load(), g_peak.load(), g_count.load()}; }
+MemoryStats host_memory_stats() {
+  return {g_current.load(), g_peak.load(), g_count.load()};
+}
 
-void reset_host_peak() { g_peak.store(g_current.load()); }
+void reset_host_peak() {
+  g_peak.store(g_current.load());
+}
 
 }  // namespace braid

@@ -6,7 +6,9 @@
 
 namespace braid {
 
-std::string Device::str() const { return is_cpu() ? "cpu" : fmt::format("cuda:{}", index); }
+std::string Device::str() const {
+  return is_cpu() ? "cpu" : fmt::format("cuda:{}", index);
+}
 
 Storage::Storage(size_t bytes, Device device) : bytes_(bytes), device_(device) {
   if (device.is_cpu()) {

@@ -12,8 +12,8 @@ namespace braid::detail {
 // where offset_i is the element offset of that row's first element under strides[i]. Rows
 // are independent, so callers may run this over a range of rows from several threads.
 template <size_t N, class Fn>
-void for_each_row(const Shape& shape, const std::array<const Shape*, N>& strides,
-                  int64_t row_begin, int64_t row_end, Fn&& fn) {
+void for_each_row(const Shape& shape, const std::array<const Shape*, N>& strides, int64_t row_begin,
+                  int64_t row_end, Fn&& fn) {
   const int outer_dims = static_cast<int>(shape.size()) - 1;
   std::vector<int64_t> index(outer_dims > 0 ? outer_dims : 0);
   // Unravel the first row index once, then step like an odometer.
@@ -44,6 +44,8 @@ inline int64_t num_rows(const Shape& shape) {
   return rows;
 }
 
-inline int64_t row_length(const Shape& shape) { return shape.empty() ? 1 : shape.back(); }
+inline int64_t row_length(const Shape& shape) {
+  return shape.empty() ? 1 : shape.back();
+}
 
 }  // namespace braid::detail

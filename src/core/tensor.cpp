@@ -8,14 +8,16 @@
 #include <tuple>
 
 #include "braid/autograd/engine.h"
-#include "braid/core/allocator.h"
 #include "braid/autograd/node.h"
+#include "braid/core/allocator.h"
 #include "braid/ops/views.h"
 #include "core/strided.h"
 
 namespace braid {
 
-std::string shape_str(const Shape& s) { return fmt::format("[{}]", fmt::join(s, ", ")); }
+std::string shape_str(const Shape& s) {
+  return fmt::format("[{}]", fmt::join(s, ", "));
+}
 
 int64_t shape_numel(const Shape& s) {
   int64_t n = 1;
@@ -80,10 +82,10 @@ Tensor Tensor::from_vector(const std::vector<int32_t>& values, const Shape& shap
 }
 
 Tensor Tensor::from_storage(StoragePtr storage, const Shape& shape, DType dtype, int64_t offset) {
-  BRAID_CHECK(static_cast<size_t>(offset + shape_numel(shape)) * dtype_size(dtype) <=
-                  storage->bytes(),
-              "view {} {} at offset {} exceeds its storage of {} bytes", dtype_name(dtype),
-              shape_str(shape), offset, storage->bytes());
+  BRAID_CHECK(
+      static_cast<size_t>(offset + shape_numel(shape)) * dtype_size(dtype) <= storage->bytes(),
+      "view {} {} at offset {} exceeds its storage of {} bytes", dtype_name(dtype),
+      shape_str(shape), offset, storage->bytes());
   auto impl = std::make_shared<TensorImpl>();
   impl->storage = std::move(storage);
   impl->shape = shape;
@@ -93,14 +95,30 @@ Tensor Tensor::from_storage(StoragePtr storage, const Shape& shape, DType dtype,
   return Tensor(std::move(impl));
 }
 
-const Shape& Tensor::shape() const { return checked().shape; }
-const Shape& Tensor::strides() const { return checked().strides; }
-int Tensor::dim() const { return static_cast<int>(checked().shape.size()); }
-int64_t Tensor::numel() const { return shape_numel(checked().shape); }
-int64_t Tensor::offset() const { return checked().offset; }
-DType Tensor::dtype() const { return checked().dtype; }
-Device Tensor::device() const { return checked().storage->device(); }
-const StoragePtr& Tensor::storage() const { return checked().storage; }
+const Shape& Tensor::shape() const {
+  return checked().shape;
+}
+const Shape& Tensor::strides() const {
+  return checked().strides;
+}
+int Tensor::dim() const {
+  return static_cast<int>(checked().shape.size());
+}
+int64_t Tensor::numel() const {
+  return shape_numel(checked().shape);
+}
+int64_t Tensor::offset() const {
+  return checked().offset;
+}
+DType Tensor::dtype() const {
+  return checked().dtype;
+}
+Device Tensor::device() const {
+  return checked().storage->device();
+}
+const StoragePtr& Tensor::storage() const {
+  return checked().storage;
+}
 
 int Tensor::normalize_dim(int d) const {
   const int n = dim();
@@ -108,8 +126,12 @@ int Tensor::normalize_dim(int d) const {
   return d < 0 ? d + n : d;
 }
 
-int64_t Tensor::size(int d) const { return shape()[normalize_dim(d)]; }
-int64_t Tensor::stride(int d) const { return strides()[normalize_dim(d)]; }
+int64_t Tensor::size(int d) const {
+  return shape()[normalize_dim(d)];
+}
+int64_t Tensor::stride(int d) const {
+  return strides()[normalize_dim(d)];
+}
 
 bool Tensor::is_contiguous() const {
   const auto& impl = checked();
@@ -187,32 +209,50 @@ namespace {
 // Reads element i of a row of any dtype as float / writes a float as any dtype.
 float load_as_float(const void* base, int64_t i, DType t) {
   switch (t) {
-    case DType::f32: return static_cast<const float*>(base)[i];
-    case DType::bf16: return bf16_to_f32(static_cast<const uint16_t*>(base)[i]);
-    case DType::f16: return f16_to_f32(static_cast<const uint16_t*>(base)[i]);
-    case DType::i32: return static_cast<float>(static_cast<const int32_t*>(base)[i]);
-    case DType::i64: return static_cast<float>(static_cast<const int64_t*>(base)[i]);
-    case DType::u8: return static_cast<float>(static_cast<const uint8_t*>(base)[i]);
+    case DType::f32:
+      return static_cast<const float*>(base)[i];
+    case DType::bf16:
+      return bf16_to_f32(static_cast<const uint16_t*>(base)[i]);
+    case DType::f16:
+      return f16_to_f32(static_cast<const uint16_t*>(base)[i]);
+    case DType::i32:
+      return static_cast<float>(static_cast<const int32_t*>(base)[i]);
+    case DType::i64:
+      return static_cast<float>(static_cast<const int64_t*>(base)[i]);
+    case DType::u8:
+      return static_cast<float>(static_cast<const uint8_t*>(base)[i]);
   }
   return 0;
 }
 
 void store_from_float(void* base, int64_t i, DType t, float v) {
   switch (t) {
-    case DType::f32: static_cast<float*>(base)[i] = v; break;
-    case DType::bf16: static_cast<uint16_t*>(base)[i] = f32_to_bf16(v); break;
-    case DType::f16: static_cast<uint16_t*>(base)[i] = f32_to_f16(v); break;
-    case DType::i32: static_cast<int32_t*>(base)[i] = static_cast<int32_t>(v); break;
-    case DType::i64: static_cast<int64_t*>(base)[i] = static_cast<int64_t>(v); break;
-    case DType::u8: static_cast<uint8_t*>(base)[i] = static_cast<uint8_t>(v); break;
+    case DType::f32:
+      static_cast<float*>(base)[i] = v;
+      break;
+    case DType::bf16:
+      static_cast<uint16_t*>(base)[i] = f32_to_bf16(v);
+      break;
+    case DType::f16:
+      static_cast<uint16_t*>(base)[i] = f32_to_f16(v);
+      break;
+    case DType::i32:
+      static_cast<int32_t*>(base)[i] = static_cast<int32_t>(v);
+      break;
+    case DType::i64:
+      static_cast<int64_t*>(base)[i] = static_cast<int64_t>(v);
+      break;
+    case DType::u8:
+      static_cast<uint8_t*>(base)[i] = static_cast<uint8_t>(v);
+      break;
   }
 }
 
 }  // namespace
 
 Tensor& Tensor::copy_(const Tensor& src) {
-  BRAID_CHECK(shape() == src.shape(), "copy_: destination {} and source {} differ in shape",
-              str(), src.str());
+  BRAID_CHECK(shape() == src.shape(), "copy_: destination {} and source {} differ in shape", str(),
+              src.str());
   const int64_t n = numel();
   if (n == 0) return *this;
   if (!device().is_cpu() || !src.device().is_cpu()) {
@@ -231,7 +271,8 @@ Tensor& Tensor::copy_(const Tensor& src) {
     return *this;
   }
   // Integer-to-integer copies must not round through float (i64 ids above 2^24).
-  const bool exact_ints = (dt == DType::i32 || dt == DType::i64) && (st == DType::i32 || st == DType::i64);
+  const bool exact_ints =
+      (dt == DType::i32 || dt == DType::i64) && (st == DType::i32 || st == DType::i64);
   const Shape& sh = shape();
   const int64_t rows = detail::num_rows(sh), len = detail::row_length(sh);
   const int64_t dst_inner = sh.empty() ? 1 : strides().back();
@@ -298,13 +339,21 @@ Tensor& Tensor::rebind_(const Tensor& view) {
   return *this;
 }
 
-Tensor Tensor::reshape(const Shape& s) const { return braid::reshape(*this, s); }
-Tensor Tensor::transpose(int a, int b) const { return braid::transpose(*this, a, b); }
-Tensor Tensor::permute(const std::vector<int>& order) const { return braid::permute(*this, order); }
+Tensor Tensor::reshape(const Shape& s) const {
+  return braid::reshape(*this, s);
+}
+Tensor Tensor::transpose(int a, int b) const {
+  return braid::transpose(*this, a, b);
+}
+Tensor Tensor::permute(const std::vector<int>& order) const {
+  return braid::permute(*this, order);
+}
 Tensor Tensor::narrow(int d, int64_t start, int64_t length) const {
   return braid::narrow(*this, d, start, length);
 }
-Tensor Tensor::contiguous() const { return braid::contiguous(*this); }
+Tensor Tensor::contiguous() const {
+  return braid::contiguous(*this);
+}
 
 bool Tensor::requires_grad() const {
   const auto& impl = checked();
@@ -358,9 +407,13 @@ void Tensor::add_grad_ready_hook(GradReadyHook hook) {
   checked().meta().grad_ready_hooks.push_back(std::move(hook));
 }
 
-void Tensor::backward(const Tensor& gradient) const { autograd::backward({*this}, {gradient}); }
+void Tensor::backward(const Tensor& gradient) const {
+  autograd::backward({*this}, {gradient});
+}
 
-const std::string& Tensor::name() const { return checked().name; }
+const std::string& Tensor::name() const {
+  return checked().name;
+}
 Tensor& Tensor::set_name(std::string name) {
   checked().name = std::move(name);
   return *this;

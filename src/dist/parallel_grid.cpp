@@ -86,8 +86,12 @@ bool ParallelGrid::has_axis(const std::string& axis) const {
   return false;
 }
 
-int ParallelGrid::size(const std::string& axis) const { return axes_[index_of(axis)].size; }
-int ParallelGrid::coord(const std::string& axis) const { return coords_[index_of(axis)]; }
+int ParallelGrid::size(const std::string& axis) const {
+  return axes_[index_of(axis)].size;
+}
+int ParallelGrid::coord(const std::string& axis) const {
+  return coords_[index_of(axis)];
+}
 const ProcessGroupPtr& ParallelGrid::group(const std::string& axis) const {
   return groups_[index_of(axis)];
 }
@@ -109,7 +113,8 @@ std::string ParallelGrid::describe() const {
   std::string s;
   for (size_t i = 0; i < axes_.size(); ++i)
     if (axes_[i].size > 1)
-      s += fmt::format("{}{}={}/{}", s.empty() ? "" : " ", axes_[i].name, coords_[i], axes_[i].size);
+      s +=
+          fmt::format("{}{}={}/{}", s.empty() ? "" : " ", axes_[i].name, coords_[i], axes_[i].size);
   return s.empty() ? "single" : s;
 }
 

@@ -5,10 +5,14 @@ namespace braid::dist {
 
 std::string_view reduce_op_name(ReduceOp op) {
   switch (op) {
-    case ReduceOp::sum: return "sum";
-    case ReduceOp::avg: return "avg";
-    case ReduceOp::max: return "max";
-    case ReduceOp::min: return "min";
+    case ReduceOp::sum:
+      return "sum";
+    case ReduceOp::avg:
+      return "avg";
+    case ReduceOp::max:
+      return "max";
+    case ReduceOp::min:
+      return "min";
   }
   return "?";
 }
@@ -29,15 +33,27 @@ void ProcessGroup::unsupported(const char* op) const {
   BRAID_FAIL("backend {} (group {}) does not support {}", backend(), name_, op);
 }
 
-WorkPtr ProcessGroup::all_reduce(Tensor&, ReduceOp) { unsupported("all_reduce"); }
+WorkPtr ProcessGroup::all_reduce(Tensor&, ReduceOp) {
+  unsupported("all_reduce");
+}
 WorkPtr ProcessGroup::reduce_scatter(const Tensor&, Tensor&, ReduceOp) {
   unsupported("reduce_scatter");
 }
-WorkPtr ProcessGroup::all_gather(const Tensor&, Tensor&) { unsupported("all_gather"); }
-WorkPtr ProcessGroup::broadcast(Tensor&, int) { unsupported("broadcast"); }
-WorkPtr ProcessGroup::send(const Tensor&, int, int) { unsupported("send"); }
-WorkPtr ProcessGroup::recv(Tensor&, int, int) { unsupported("recv"); }
-WorkPtr ProcessGroup::barrier() { unsupported("barrier"); }
+WorkPtr ProcessGroup::all_gather(const Tensor&, Tensor&) {
+  unsupported("all_gather");
+}
+WorkPtr ProcessGroup::broadcast(Tensor&, int) {
+  unsupported("broadcast");
+}
+WorkPtr ProcessGroup::send(const Tensor&, int, int) {
+  unsupported("send");
+}
+WorkPtr ProcessGroup::recv(Tensor&, int, int) {
+  unsupported("recv");
+}
+WorkPtr ProcessGroup::barrier() {
+  unsupported("barrier");
+}
 std::shared_ptr<ProcessGroup> ProcessGroup::split_by_color(int, int, std::string) {
   unsupported("split_by_color");
 }

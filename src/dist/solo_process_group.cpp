@@ -11,13 +11,17 @@ class DoneWork final : public Work {
   std::exception_ptr error() const override { return nullptr; }
 };
 
-WorkPtr done() { return std::make_shared<DoneWork>(); }
+WorkPtr done() {
+  return std::make_shared<DoneWork>();
+}
 
 }  // namespace
 
 SoloProcessGroup::SoloProcessGroup(std::string name) : ProcessGroup(std::move(name), 0, 1, {0}) {}
 
-WorkPtr SoloProcessGroup::all_reduce(Tensor&, ReduceOp) { return done(); }
+WorkPtr SoloProcessGroup::all_reduce(Tensor&, ReduceOp) {
+  return done();
+}
 
 WorkPtr SoloProcessGroup::reduce_scatter(const Tensor& input, Tensor& output, ReduceOp) {
   BRAID_CHECK(input.numel() == output.numel(),
@@ -39,7 +43,9 @@ WorkPtr SoloProcessGroup::broadcast(Tensor&, int root) {
   return done();
 }
 
-WorkPtr SoloProcessGroup::barrier() { return done(); }
+WorkPtr SoloProcessGroup::barrier() {
+  return done();
+}
 
 std::shared_ptr<ProcessGroup> SoloProcessGroup::split_by_color(int color, int, std::string name) {
   if (color < 0) return nullptr;

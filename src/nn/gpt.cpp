@@ -45,7 +45,8 @@ void Gpt::init_weights(uint64_t seed) {
   const float kStd = 0.02f;
   const float residual_std = kStd / std::sqrt(2.0f * static_cast<float>(config_.n_layer));
   auto ends_with = [](const std::string& s, std::string_view suffix) {
-    return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+    return s.size() >= suffix.size() &&
+           s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
   };
   for (auto& [name, param] : named_parameters()) {
     Tensor p = param.detach();
@@ -68,8 +69,8 @@ void Gpt::init_weights(uint64_t seed) {
 }
 
 Tensor Gpt::forward(const Tensor& ids) const {
-  BRAID_CHECK(ids.dim() == 2 && ids.dtype() == DType::i32, "GPT input ids must be i32 [B, T], got {}",
-              ids.str());
+  BRAID_CHECK(ids.dim() == 2 && ids.dtype() == DType::i32,
+              "GPT input ids must be i32 [B, T], got {}", ids.str());
   const int64_t t = ids.size(1);
   BRAID_CHECK(t <= config_.block_size,
               "sequence of {} tokens is longer than the model's {} positions (model.block_size)", t,
@@ -87,7 +88,9 @@ Tensor Gpt::forward(const Tensor& ids) const {
   for (const auto& block : blocks) {
     if (config_.recompute) {
       x = autograd::recompute(
-          [block](const std::vector<Tensor>& in) { return std::vector<Tensor>{block->forward(in[0])}; },
+          [block](const std::vector<Tensor>& in) {
+            return std::vector<Tensor>{block->forward(in[0])};
+          },
           {x})[0];
     } else {
       x = block->forward(x);
@@ -100,7 +103,8 @@ Tensor Gpt::loss(const Tensor& ids, const Tensor& targets) const {
   return cross_entropy(forward(ids), targets, config_.vocab_size);
 }
 
-std::vector<int32_t> Gpt::generate(std::vector<int32_t> tokens, const SampleOptions& options) const {
+std::vector<int32_t> Gpt::generate(std::vector<int32_t> tokens,
+                                   const SampleOptions& options) const {
   BRAID_CHECK(!tokens.empty(), "generate needs a non-empty prompt");
   BRAID_CHECK(options.temperature > 0, "sampling temperature must be > 0, got {}",
               options.temperature);
@@ -113,7 +117,8 @@ std::vector<int32_t> Gpt::generate(std::vector<int32_t> tokens, const SampleOpti
     Tensor logits = forward(Tensor::from_vector(window, {1, ctx}));
     const float* last = logits.data<float>() + (ctx - 1) * logits.size(-1);
     std::vector<std::pair<float, int32_t>> scored(v);
-    for (int64_t i = 0; i < v; ++i) scored[i] = {last[i] / options.temperature, static_cast<int32_t>(i)};
+    for (int64_t i = 0; i < v; ++i)
+      scored[i] = {last[i] / options.temperature, static_cast<int32_t>(i)};
     int64_t keep = options.top_k > 0 ? std::min(options.top_k, v) : v;
     std::partial_sort(scored.begin(), scored.begin() + keep, scored.end(),
                       [](const auto& a, const auto& b) { return a.first > b.first; });
@@ -135,9 +140,9 @@ std::vector<int32_t> Gpt::generate(std::vector<int32_t> tokens, const SampleOpti
 }
 
 double training_flops_per_token(const GptConfig& c, int64_t num_parameters, int64_t seq_len) {
-  return 6.0 * static_cast<double>(num_parameters) +
-         6.0 * static_cast<double>(c.n_layer) * static_cast<double>(seq_len) *
-             static_cast<double>(c.n_embd);
+  return 6.0 * static_cast<double>(num_parameters) + 6.0 * static_cast<double>(c.n_layer) *
+                                                         static_cast<double>(seq_len) *
+                                                         static_cast<double>(c.n_embd);
 }
 
 }  // namespace braid::nn

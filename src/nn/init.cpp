@@ -5,8 +5,7 @@
 
 namespace braid::nn::init {
 
-void normal_(Tensor& t, uint64_t seed, std::string_view name, float std,
-             const GlobalSlice& slice) {
+void normal_(Tensor& t, uint64_t seed, std::string_view name, float std, const GlobalSlice& slice) {
   BRAID_CHECK(t.dtype() == DType::f32 && t.is_contiguous(),
               "normal_ initialises dense f32 tensors, got {}", t.str());
   const Shape global = slice.global_shape.empty() ? t.shape() : slice.global_shape;
@@ -32,6 +31,8 @@ void normal_(Tensor& t, uint64_t seed, std::string_view name, float std,
   }
 }
 
-void constant_(Tensor& t, float value) { t.fill_(value); }
+void constant_(Tensor& t, float value) {
+  t.fill_(value);
+}
 
 }  // namespace braid::nn::init

@@ -10,19 +10,25 @@ Linear::Linear(int64_t in_features, int64_t out_features, bool with_bias) {
   if (with_bias) bias = register_parameter("bias", Tensor::zeros({out_features}));
 }
 
-Tensor Linear::forward(const Tensor& x) const { return linear(x, weight, bias); }
+Tensor Linear::forward(const Tensor& x) const {
+  return linear(x, weight, bias);
+}
 
 Embedding::Embedding(int64_t num_embeddings, int64_t dim) {
   weight = register_parameter("weight", Tensor::zeros({num_embeddings, dim}));
 }
 
-Tensor Embedding::forward(const Tensor& ids) const { return embedding(weight, ids); }
+Tensor Embedding::forward(const Tensor& ids) const {
+  return embedding(weight, ids);
+}
 
 LayerNorm::LayerNorm(int64_t dim, float eps_) : eps(eps_) {
   weight = register_parameter("weight", Tensor::full({dim}, 1.0f));
   bias = register_parameter("bias", Tensor::zeros({dim}));
 }
 
-Tensor LayerNorm::forward(const Tensor& x) const { return layer_norm(x, weight, bias, eps); }
+Tensor LayerNorm::forward(const Tensor& x) const {
+  return layer_norm(x, weight, bias, eps);
+}
 
 }  // namespace braid::nn

@@ -21,7 +21,9 @@ Mlp::Mlp(int64_t n_embd) {
   proj = register_module("proj", std::make_shared<Linear>(4 * n_embd, n_embd));
 }
 
-Tensor Mlp::forward(const Tensor& x) const { return proj->forward(gelu(fc->forward(x))); }
+Tensor Mlp::forward(const Tensor& x) const {
+  return proj->forward(gelu(fc->forward(x)));
+}
 
 Block::Block(int64_t n_embd, int64_t n_head) {
   ln1 = register_module("ln1", std::make_shared<LayerNorm>(n_embd));

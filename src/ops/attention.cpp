@@ -11,14 +11,16 @@ namespace braid {
 namespace {
 
 void check_heads(const Tensor& t, const char* role, const Shape& expect) {
-  BRAID_CHECK(t.dtype() == DType::f32 && t.dim() == 4, "attention {} must be f32 [B, H, T, D], got {}",
-              role, t.str());
+  BRAID_CHECK(t.dtype() == DType::f32 && t.dim() == 4,
+              "attention {} must be f32 [B, H, T, D], got {}", role, t.str());
   BRAID_CHECK(t.shape() == expect, "attention {} is {} but q is {}", role, t.str(),
               shape_str(expect));
 }
 
 // Gives a [B, H, T, D] view unit stride in D (copying only when it has none).
-Tensor unit_inner(const Tensor& t) { return t.stride(-1) == 1 ? t : t.detach().contiguous(); }
+Tensor unit_inner(const Tensor& t) {
+  return t.stride(-1) == 1 ? t : t.detach().contiguous();
+}
 
 // [B, H, T, D] view of a fresh [B, T, H, D] buffer: heads-merge afterwards is a free view.
 Tensor heads_buffer(int64_t b, int64_t h, int64_t t, int64_t d) {

@@ -16,8 +16,7 @@ Tensor broadcast_to(const Tensor& t, const Shape& shape) {
   if (t.shape() == shape) return t;
   Shape strides(shape.size(), 0);
   const int lead = static_cast<int>(shape.size()) - t.dim();
-  for (int i = 0; i < t.dim(); ++i)
-    strides[lead + i] = t.shape()[i] == 1 ? 0 : t.strides()[i];
+  for (int i = 0; i < t.dim(); ++i) strides[lead + i] = t.shape()[i] == 1 ? 0 : t.strides()[i];
   return t.alias(shape, strides, t.offset());
 }
 
@@ -62,11 +61,10 @@ Tensor add(const Tensor& a, const Tensor& b) {
 Tensor sub(const Tensor& a, const Tensor& b) {
   Tensor out = binary(BinaryOp::sub, a, b);
   if (autograd::needs_grad({&a, &b})) {
-    autograd::record("Sub", {a, b}, {&out},
-                     [sa = a.shape(), sb = b.shape()](const std::vector<Tensor>& g) {
-                       return std::vector<Tensor>{sum_to_shape(g[0], sa),
-                                                  scale(sum_to_shape(g[0], sb), -1.0f)};
-                     });
+    autograd::record(
+        "Sub", {a, b}, {&out}, [sa = a.shape(), sb = b.shape()](const std::vector<Tensor>& g) {
+          return std::vector<Tensor>{sum_to_shape(g[0], sa), scale(sum_to_shape(g[0], sb), -1.0f)};
+        });
   }
   return out;
 }
@@ -76,13 +74,13 @@ Tensor mul(const Tensor& a, const Tensor& b) {
   if (autograd::needs_grad({&a, &b})) {
     const bool need_a = a.requires_grad(), need_b = b.requires_grad();
     Tensor saved_a = need_b ? a.detach() : Tensor(), saved_b = need_a ? b.detach() : Tensor();
-    autograd::record("Mul", {a, b}, {&out},
-                     [saved_a, saved_b, sa = a.shape(), sb = b.shape()](
-                         const std::vector<Tensor>& g) {
-                       Tensor ga = saved_b.defined() ? sum_to_shape(mul(g[0], saved_b), sa) : Tensor();
-                       Tensor gb = saved_a.defined() ? sum_to_shape(mul(g[0], saved_a), sb) : Tensor();
-                       return std::vector<Tensor>{ga, gb};
-                     });
+    autograd::record(
+        "Mul", {a, b}, {&out},
+        [saved_a, saved_b, sa = a.shape(), sb = b.shape()](const std::vector<Tensor>& g) {
+          Tensor ga = saved_b.defined() ? sum_to_shape(mul(g[0], saved_b), sa) : Tensor();
+          Tensor gb = saved_a.defined() ? sum_to_shape(mul(g[0], saved_a), sb) : Tensor();
+          return std::vector<Tensor>{ga, gb};
+        });
   }
   return out;
 }

@@ -45,8 +45,8 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t num_cl
   Tensor out = Tensor::full({}, static_cast<float>(total / denom));
   if (autograd::needs_grad({&logits})) {
     autograd::record("CrossEntropy", {logits}, {&out},
-                     [lg, tg, lse, num_classes, ignore_index, denom, shape = logits.shape()](
-                         const std::vector<Tensor>& g) {
+                     [lg, tg, lse, num_classes, ignore_index, denom,
+                      shape = logits.shape()](const std::vector<Tensor>& g) {
                        Tensor dlogits = Tensor::empty(shape);
                        Tensor d2 = dlogits.alias(lg.shape(), lg.strides(), 0);
                        ops::kernel<ops::CrossEntropyBackwardKernel>(lg.device())(

@@ -16,13 +16,14 @@ bool gemm_ready(const Tensor& t) {
   return s1 == 1 || s0 == 1 || t.size(-1) == 1 || t.size(-2) == 1;
 }
 
-Tensor gemm_operand(const Tensor& t) { return gemm_ready(t) ? t : t.detach().contiguous(); }
+Tensor gemm_operand(const Tensor& t) {
+  return gemm_ready(t) ? t : t.detach().contiguous();
+}
 
 // c = op(a) @ op(b) with c allocated here; a, b: [.., M, K]-shaped after op().
 Tensor gemm(const Tensor& a, bool ta, const Tensor& b, bool tb, Shape out_shape) {
   Tensor c = Tensor::empty(out_shape, DType::f32, a.device());
-  ops::kernel<ops::GemmKernel>(a.device())(gemm_operand(a), ta, gemm_operand(b), tb, 1.0f, 0.0f,
-                                           c);
+  ops::kernel<ops::GemmKernel>(a.device())(gemm_operand(a), ta, gemm_operand(b), tb, 1.0f, 0.0f, c);
   return c;
 }
 
@@ -52,21 +53,21 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
   if (autograd::needs_grad({&a, &b})) {
     Tensor sa = a.detach(), sb = b.detach();
     const bool need_a = a.requires_grad(), need_b = b.requires_grad();
-    autograd::record("Matmul", {a, b}, {&out}, [sa, sb, need_a, need_b, shared_b, k, n](
-                                                   const std::vector<Tensor>& g) {
-      Tensor ga, gb;
-      if (need_a) ga = gemm(g[0], false, sb, true, sa.shape());
-      if (need_b) {
-        if (shared_b) {
-          // Sum over the batch by folding it into the GEMM's reduction dimension.
-          Tensor a2 = reshape(sa, {-1, k}), g2 = reshape(g[0], {-1, n});
-          gb = gemm(a2, true, g2, false, sb.shape());
-        } else {
-          gb = gemm(sa, true, g[0], false, sb.shape());
-        }
-      }
-      return std::vector<Tensor>{ga, gb};
-    });
+    autograd::record("Matmul", {a, b}, {&out},
+                     [sa, sb, need_a, need_b, shared_b, k, n](const std::vector<Tensor>& g) {
+                       Tensor ga, gb;
+                       if (need_a) ga = gemm(g[0], false, sb, true, sa.shape());
+                       if (need_b) {
+                         if (shared_b) {
+                           // Sum over the batch by folding it into the GEMM's reduction dimension.
+                           Tensor a2 = reshape(sa, {-1, k}), g2 = reshape(g[0], {-1, n});
+                           gb = gemm(a2, true, g2, false, sb.shape());
+                         } else {
+                           gb = gemm(sa, true, g[0], false, sb.shape());
+                         }
+                       }
+                       return std::vector<Tensor>{ga, gb};
+                     });
   }
   return out;
 }
@@ -79,8 +80,8 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   BRAID_CHECK(x.dim() >= 1 && x.size(-1) == in, "linear: input {} does not end in {} features",
               x.str(), in);
   if (bias.defined())
-    BRAID_CHECK(bias.dim() == 1 && bias.size(0) == out_features,
-                "linear bias must be [{}], got {}", out_features, bias.str());
+    BRAID_CHECK(bias.dim() == 1 && bias.size(0) == out_features, "linear bias must be [{}], got {}",
+                out_features, bias.str());
   Tensor x2 = reshape(x.detach(), {-1, in});
   Shape out_shape = x.shape();
   out_shape.back() = out_features;
@@ -106,7 +107,8 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
          has_bias = bias.defined()](const std::vector<Tensor>& g) {
           Tensor g2 = reshape(g[0], {-1, out_features});
           std::vector<Tensor> grads(has_bias ? 3 : 2);
-          if (need_x) grads[0] = reshape(gemm(g2, false, saved_w, false, {g2.size(0), in}), in_shape);
+          if (need_x)
+            grads[0] = reshape(gemm(g2, false, saved_w, false, {g2.size(0), in}), in_shape);
           if (need_w) grads[1] = gemm(g2, true, saved_x, false, {out_features, in});
           if (need_b) grads[2] = sum_to_shape(g2.contiguous(), {out_features});
           return grads;

@@ -31,8 +31,8 @@ Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, flo
                        Tensor dx = Tensor::empty(shape, DType::f32, in.device());
                        Tensor dx2 = dx.alias(in.shape(), in.strides(), 0);
                        Tensor dw = Tensor::empty(w.shape()), db = Tensor::empty(w.shape());
-                       ops::kernel<ops::LayerNormBackwardKernel>(in.device())(in, w, mean, rstd,
-                                                                             dy, dx2, dw, db);
+                       ops::kernel<ops::LayerNormBackwardKernel>(in.device())(in, w, mean, rstd, dy,
+                                                                              dx2, dw, db);
                        return std::vector<Tensor>{dx, dw, db};
                      });
   }

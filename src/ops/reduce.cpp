@@ -9,7 +9,9 @@
 namespace braid {
 namespace {
 
-Tensor scalar_like(float value) { return Tensor::full({}, value); }
+Tensor scalar_like(float value) {
+  return Tensor::full({}, value);
+}
 
 // A gradient of value g (a scalar tensor) spread over `shape`, as a dense tensor.
 Tensor spread(const Tensor& g, const Shape& shape, float factor) {

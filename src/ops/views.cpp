@@ -123,11 +123,12 @@ Tensor narrow(const Tensor& x, int dim, int64_t start, int64_t length) {
   Tensor out = x.alias(shape, x.strides(), x.offset() + start * x.strides()[d]);
   if (autograd::needs_grad({&x})) {
     Shape in_shape = x.shape();
-    autograd::record("Narrow", {x}, {&out}, [in_shape, d, start, length](const std::vector<Tensor>& g) {
-      Tensor full = Tensor::zeros(in_shape, g[0].dtype());
-      full.narrow(d, start, length).copy_(g[0]);
-      return std::vector<Tensor>{full};
-    });
+    autograd::record("Narrow", {x}, {&out},
+                     [in_shape, d, start, length](const std::vector<Tensor>& g) {
+                       Tensor full = Tensor::zeros(in_shape, g[0].dtype());
+                       full.narrow(d, start, length).copy_(g[0]);
+                       return std::vector<Tensor>{full};
+                     });
   }
   return out;
 }
@@ -139,9 +140,8 @@ Tensor contiguous(const Tensor& x) {
   }
   Tensor out = x.detach().clone();
   if (autograd::needs_grad({&x})) {
-    autograd::record("Contiguous", {x}, {&out}, [](const std::vector<Tensor>& g) {
-      return std::vector<Tensor>{g[0]};
-    });
+    autograd::record("Contiguous", {x}, {&out},
+                     [](const std::vector<Tensor>& g) { return std::vector<Tensor>{g[0]}; });
   }
   return out;
 }
@@ -153,8 +153,8 @@ Tensor cat(const std::vector<Tensor>& xs, int dim) {
   std::vector<int64_t> sizes;
   int64_t total = 0;
   for (const Tensor& t : xs) {
-    BRAID_CHECK(t.dim() == xs[0].dim() && t.dtype() == xs[0].dtype(),
-                "cat: {} does not match {}", t.str(), xs[0].str());
+    BRAID_CHECK(t.dim() == xs[0].dim() && t.dtype() == xs[0].dtype(), "cat: {} does not match {}",
+                t.str(), xs[0].str());
     for (int i = 0; i < t.dim(); ++i)
       BRAID_CHECK(i == d || t.shape()[i] == shape[i],
                   "cat along dim {}: {} and {} differ in dim {}", d, xs[0].str(), t.str(), i);
@@ -198,9 +198,8 @@ std::vector<Tensor> split(const Tensor& x, const std::vector<int64_t>& sizes, in
   if (autograd::needs_grad({&x})) {
     std::vector<Tensor*> ptrs;
     for (Tensor& o : outs) ptrs.push_back(&o);
-    autograd::record("Split", {x}, ptrs, [d](const std::vector<Tensor>& g) {
-      return std::vector<Tensor>{cat(g, d)};
-    });
+    autograd::record("Split", {x}, ptrs,
+                     [d](const std::vector<Tensor>& g) { return std::vector<Tensor>{cat(g, d)}; });
   }
   return outs;
 }

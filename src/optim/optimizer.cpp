@@ -28,7 +28,9 @@ void Optimizer::zero_grad() {
 }
 
 AdamW::AdamW(std::vector<ParamEntry> params, AdamWOptions options)
-    : Optimizer(std::move(params)), options_(options), exp_avg_(params_.size()),
+    : Optimizer(std::move(params)),
+      options_(options),
+      exp_avg_(params_.size()),
       exp_avg_sq_(params_.size()) {}
 
 void AdamW::step(float lr, float grad_scale) {
@@ -44,8 +46,8 @@ void AdamW::step(float lr, float grad_scale) {
     Tensor grad = params_[i].param.grad();
     if (!grad.defined()) continue;
     Tensor p = params_[i].param.detach();
-    const ops::AdamWHyper hyper{lr, options_.beta1, options_.beta2, options_.eps,
-                                params_[i].weight_decay, ++param_steps_[i]};
+    const ops::AdamWHyper hyper{lr,           options_.beta1,          options_.beta2,
+                                options_.eps, params_[i].weight_decay, ++param_steps_[i]};
     ops::kernel<ops::AdamWKernel>(p.device())(p, grad.contiguous(), exp_avg_[i], exp_avg_sq_[i],
                                               hyper, grad_scale);
   }

@@ -167,7 +167,7 @@ void DataParallel::step(float lr, float grad_scale) {
     Tensor p = flat_params_.narrow(0, s.flat_begin, s.length);
     Tensor m = exp_avg_.narrow(0, s.shard_begin, s.length);
     Tensor v = exp_avg_sq_.narrow(0, s.shard_begin, s.length);
-    const ops::AdamWHyper hyper{lr, adamw.beta1, adamw.beta2, adamw.eps, weight_decay_[s.param],
+    const ops::AdamWHyper hyper{lr,   adamw.beta1, adamw.beta2, adamw.eps, weight_decay_[s.param],
                                 step_};
     kernel(p, shard_grads_.narrow(0, s.shard_begin, s.length), m, v, hyper, grad_scale);
   }
@@ -190,7 +190,8 @@ double DataParallel::reduce_metric(double value) {
 
 std::map<std::string, Tensor> DataParallel::state() const {
   if (!options_.zero1) return {};
-  return {{"zero1.exp_avg", exp_avg_}, {"zero1.exp_avg_sq", exp_avg_sq_},
+  return {{"zero1.exp_avg", exp_avg_},
+          {"zero1.exp_avg_sq", exp_avg_sq_},
           {"zero1.step", Tensor::full({1}, static_cast<float>(step_))}};
 }
 

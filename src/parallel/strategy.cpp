@@ -46,7 +46,9 @@ optim::ClipResult Strategy::clip(float max_norm) {
   return optim::clip_coefficient(model_->parameters(), max_norm);
 }
 
-void Strategy::step(float lr, float grad_scale) { optimizer_->step(lr, grad_scale); }
+void Strategy::step(float lr, float grad_scale) {
+  optimizer_->step(lr, grad_scale);
+}
 
 void register_strategy(const std::string& name, StrategyFactory factory) {
   Registry& r = registry();

@@ -668,8 +668,8 @@ void set_field(TrainConfig& cfg, const std::string& path, const std::string& val
   // The one map field: strategy options are free-form keys read by the chosen strategy.
   const std::string options_prefix = "parallel.strategy_options.";
   if (path.rfind(options_prefix, 0) == 0 && path.size() > options_prefix.size()) {
-    (*cfg.proto.mutable_parallel()->mutable_strategy_options())[path.substr(options_prefix.size())] =
-        value;
+    (*cfg.proto.mutable_parallel()
+          ->mutable_strategy_options())[path.substr(options_prefix.size())] = value;
     cfg.overrides[path] = context;
     return;
   }

@@ -20,8 +20,8 @@ double measure_cpu_peak_flops() {
   double best = 0;
   for (int run = 0; run < 4; ++run) {
     const auto t0 = std::chrono::steady_clock::now();
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, kN, kN, kN, 1.0f, a.data(), kN,
-                b.data(), kN, 0.0f, c.data(), kN);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, kN, kN, kN, 1.0f, a.data(), kN, b.data(),
+                kN, 0.0f, c.data(), kN);
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     best = std::max(best, 2.0 * kN * kN * kN / s);
   }
@@ -32,8 +32,8 @@ std::string format_step(const StepMetrics& m, int64_t total_steps) {
   return fmt::format(
       "step {:>5}/{} | loss {:.4f} | lr {:.2e} | norm {:.3f} | {:.0f} ms | {:.0f} tok/s | "
       "MFU {:.1f}% | peak {:.0f} MiB{}",
-      m.step + 1, total_steps, m.loss, m.lr, m.grad_norm, m.step_ms, m.tokens_per_s,
-      100.0 * m.mfu, static_cast<double>(m.peak_bytes) / (1 << 20), m.skipped ? " | SKIPPED" : "");
+      m.step + 1, total_steps, m.loss, m.lr, m.grad_norm, m.step_ms, m.tokens_per_s, 100.0 * m.mfu,
+      static_cast<double>(m.peak_bytes) / (1 << 20), m.skipped ? " | SKIPPED" : "");
 }
 
 namespace {

@@ -4,8 +4,8 @@
 #include <omp.h>
 
 #include <chrono>
-#include <cstdlib>
 #include <cmath>
+#include <cstdlib>
 #include <filesystem>
 
 #include "braid/autograd/grad_mode.h"
@@ -61,7 +61,8 @@ Trainer::Trainer(TrainConfig config, dist::ProcessGroupPtr world) : config_(std:
   model_->init_weights(tr.seed());
   const auto& o = config_.optimizer();
   optimizer_ = optim::make_optimizer(
-      o.name(), optim::decay_groups(model_->named_parameters(), static_cast<float>(o.weight_decay())),
+      o.name(),
+      optim::decay_groups(model_->named_parameters(), static_cast<float>(o.weight_decay())),
       {static_cast<float>(o.beta1()), static_cast<float>(o.beta2()), static_cast<float>(o.eps())},
       static_cast<float>(o.momentum()));
   schedule_ = {static_cast<float>(o.lr()), static_cast<float>(o.min_lr()), o.warmup_steps(),
@@ -69,7 +70,8 @@ Trainer::Trainer(TrainConfig config, dist::ProcessGroupPtr world) : config_(std:
   const std::string strategy =
       par.strategy() == "auto" ? (par.dp() > 1 ? "ddp" : "none") : par.strategy();
   strategy_ = parallel::make_strategy(
-      strategy, parallel::StrategyOptions(par.strategy_options().begin(), par.strategy_options().end()));
+      strategy,
+      parallel::StrategyOptions(par.strategy_options().begin(), par.strategy_options().end()));
   strategy_->setup(*model_, *optimizer_, *grid_);
 
   data::SamplerConfig sc;
@@ -90,8 +92,8 @@ Trainer::Trainer(TrainConfig config, dist::ProcessGroupPtr world) : config_(std:
   batch_source_ = [this] { return train_sampler_->next(); };
 
   peak_flops_ = measure_cpu_peak_flops();
-  flops_per_token_ = nn::training_flops_per_token(model_->config(), model_->num_parameters(),
-                                                  tr.seq_len());
+  flops_per_token_ =
+      nn::training_flops_per_token(model_->config(), model_->num_parameters(), tr.seq_len());
   if (!is_lead()) return;
   log().info("model: {} layers, {} heads, width {}, vocab {} (padded {}), {:.2f}M parameters",
              model_->config().n_layer, model_->config().n_head, model_->config().n_embd,
@@ -140,7 +142,8 @@ StepMetrics Trainer::train_step() {
     strategy_->step(m.lr, clip.scale);
   }
   ++step_;
-  m.step_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  m.step_ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   m.tokens_per_s = static_cast<double>(tokens) / (m.step_ms / 1e3);
   // tokens_per_s counts every data-parallel rank; so does the peak (each rank measured its own).
   const double job_peak = peak_flops_ * grid_->world()->size();

@@ -27,16 +27,17 @@ fs::path write_corpus(int rank) {
 
 std::string config_text(const fs::path& dir, int dp, int batch, int accum,
                         const std::string& strategy, const std::string& optimizer) {
-  return fmt::format(R"(
+  return fmt::format(
+      R"(
 model {{ vocab_size: 257 n_layer: 2 n_head: 2 n_embd: 32 block_size: 16 }}
 data {{ train_pattern: "{}/train_*.bin" tokenizer: "byte" }}
 optimizer {{ {} warmup_steps: 2 }}
 training {{ steps: 20 batch_size: {} grad_accum_steps: {} seq_len: 16 val_every: 0 seed: 11 }}
 parallel {{ dp: {} strategy: "{}" {} }}
 )",
-                     dir.string(), optimizer, batch, accum, dp, strategy,
-                     // Small buckets, so the model spans several and their order matters.
-                     strategy == "none" ? "" : R"(strategy_options { key: "bucket_mb" value: "0.02" })");
+      dir.string(), optimizer, batch, accum, dp, strategy,
+      // Small buckets, so the model spans several and their order matters.
+      strategy == "none" ? "" : R"(strategy_options { key: "bucket_mb" value: "0.02" })");
 }
 
 constexpr double kLearningRate = 1e-2;
@@ -63,7 +64,8 @@ void expect_same_training(const TrainingRun& actual, const TrainingRun& expected
                           const std::string& what) {
   ASSERT_EQ(actual.losses.size(), expected.losses.size());
   for (size_t i = 0; i < actual.losses.size(); ++i)
-    EXPECT_LE(std::fabs(actual.losses[i] - expected.losses[i]), 1e-5 * std::fabs(expected.losses[i]))
+    EXPECT_LE(std::fabs(actual.losses[i] - expected.losses[i]),
+              1e-5 * std::fabs(expected.losses[i]))
         << what << " step " << i << ": " << actual.losses[i] << " vs " << expected.losses[i];
   const double adam_bound = kLearningRate * static_cast<double>(actual.losses.size());
   for (const auto& [name, values] : expected.params) {

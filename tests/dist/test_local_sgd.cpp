@@ -72,8 +72,8 @@ data {{ train_pattern: "{}/train_*.bin" tokenizer: "byte" }}
 training {{ steps: 2 batch_size: 4 seq_len: 16 }}
 parallel {{ dp: {} strategy: "local_sgd" strategy_options {{ key: "perod" value: "2" }} }}
 )",
-                                                                dir_.string(), size()),
-                                                    "test");
+                                                              dir_.string(), size()),
+                                                  "test");
   EXPECT_THROW(train::Trainer(std::move(config), world_ptr()), Error);
 }
 

@@ -19,8 +19,8 @@ class Error : public std::runtime_error {
 }  // namespace braid
 
 // BRAID_CHECK(cond, "fmt {}", args...) throws braid::Error naming file:line when cond is false.
-#define BRAID_CHECK(cond, ...)                                                  \
-  do {                                                                          \
+#define BRAID_CHECK(cond, ...)                                                       \
+  do {                                                                               \
     if (!(cond)) ::braid::throw_error(__FILE__, __LINE__, fmt::format(__VA_ARGS__)); \
   } while (0)
 

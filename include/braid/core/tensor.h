@@ -30,11 +30,26 @@ Shape contiguous_strides(const Shape& s);
 
 template <class T>
 constexpr DType dtype_of();
-template <> constexpr DType dtype_of<float>() { return DType::f32; }
-template <> constexpr DType dtype_of<int32_t>() { return DType::i32; }
-template <> constexpr DType dtype_of<int64_t>() { return DType::i64; }
-template <> constexpr DType dtype_of<uint8_t>() { return DType::u8; }
-template <> constexpr DType dtype_of<uint16_t>() { return DType::bf16; }  // raw 16-bit storage
+template <>
+constexpr DType dtype_of<float>() {
+  return DType::f32;
+}
+template <>
+constexpr DType dtype_of<int32_t>() {
+  return DType::i32;
+}
+template <>
+constexpr DType dtype_of<int64_t>() {
+  return DType::i64;
+}
+template <>
+constexpr DType dtype_of<uint8_t>() {
+  return DType::u8;
+}
+template <>
+constexpr DType dtype_of<uint16_t>() {
+  return DType::bf16;
+}  // raw 16-bit storage
 
 struct TensorImpl;
 class Tensor;
@@ -61,7 +76,7 @@ class Tensor {
   bool defined() const { return impl_ != nullptr; }
   const Shape& shape() const;
   const Shape& strides() const;
-  int64_t size(int dim) const;    // negative dims count from the end
+  int64_t size(int dim) const;  // negative dims count from the end
   int64_t stride(int dim) const;
   int dim() const;
   int64_t numel() const;
@@ -82,17 +97,17 @@ class Tensor {
                 dtype_name(dtype_of<T>()));
     return static_cast<T*>(data_ptr());
   }
-  float item() const;  // single-element tensor as float
+  float item() const;                    // single-element tensor as float
   std::vector<float> to_vector() const;  // any float dtype, any layout -> dense f32 values
 
   // ---- non-differentiable helpers ----------------------------------------------------------
   // A new view of the same storage; no autograd edge. The differentiable views live in
   // braid/ops (reshape, transpose, narrow, ...) and are also reachable as methods below.
   Tensor alias(const Shape& shape, const Shape& strides, int64_t offset) const;
-  Tensor detach() const;  // same data, no grad history
-  Tensor clone() const;   // dense copy, no grad history
-  Tensor to(DType dtype) const;  // dense converted copy (same dtype: dense copy)
-  Tensor to(Device device) const;  // dense copy on another device
+  Tensor detach() const;             // same data, no grad history
+  Tensor clone() const;              // dense copy, no grad history
+  Tensor to(DType dtype) const;      // dense converted copy (same dtype: dense copy)
+  Tensor to(Device device) const;    // dense copy on another device
   Tensor& copy_(const Tensor& src);  // elementwise copy with dtype conversion; shapes must match
   Tensor& fill_(float value);
   // Copies this tensor's values into `view` (same shape and dtype) and makes every handle of

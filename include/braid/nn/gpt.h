@@ -14,9 +14,9 @@ struct GptConfig {
   int64_t n_layer = 12;
   int64_t n_head = 12;
   int64_t n_embd = 768;
-  int64_t block_size = 1024;  // number of learned positions (longest context)
-  bool recompute = false;     // activation checkpointing per block
-  bool tie_embeddings = true; // LM head shares wte's weight (GPT-2); false adds lm_head
+  int64_t block_size = 1024;   // number of learned positions (longest context)
+  bool recompute = false;      // activation checkpointing per block
+  bool tie_embeddings = true;  // LM head shares wte's weight (GPT-2); false adds lm_head
 
   int64_t padded_vocab() const;
   // Throws a clear error for impossible shapes (heads not dividing width, sizes <= 0).

@@ -13,8 +13,8 @@ namespace braid::nn::init {
 
 // Where a local tensor sits inside its global (unsharded) parameter.
 struct GlobalSlice {
-  Shape global_shape;       // empty: the tensor is the whole parameter
-  Shape offsets;            // start of the local block in each global dim (empty: zeros)
+  Shape global_shape;  // empty: the tensor is the whole parameter
+  Shape offsets;       // start of the local block in each global dim (empty: zeros)
 };
 
 void normal_(Tensor& t, uint64_t seed, std::string_view name, float std,

@@ -42,13 +42,13 @@ BRAID_KERNEL_SIGNATURE(GeluBackwardKernel, "gelu_backward", const Tensor& x, con
 
 // Softmax over the last dim.
 BRAID_KERNEL_SIGNATURE(SoftmaxForwardKernel, "softmax_forward", const Tensor& x, Tensor& y);
-BRAID_KERNEL_SIGNATURE(SoftmaxBackwardKernel, "softmax_backward", const Tensor& y,
-                       const Tensor& dy, Tensor& dx);
+BRAID_KERNEL_SIGNATURE(SoftmaxBackwardKernel, "softmax_backward", const Tensor& y, const Tensor& dy,
+                       Tensor& dx);
 
 // Layer norm over the last dim C of x [N, C]; mean and rstd are [N].
 BRAID_KERNEL_SIGNATURE(LayerNormForwardKernel, "layer_norm_forward", const Tensor& x,
-                       const Tensor& weight, const Tensor& bias, float eps, Tensor& y,
-                       Tensor& mean, Tensor& rstd);
+                       const Tensor& weight, const Tensor& bias, float eps, Tensor& y, Tensor& mean,
+                       Tensor& rstd);
 // dweight/dbias are overwritten (not accumulated).
 BRAID_KERNEL_SIGNATURE(LayerNormBackwardKernel, "layer_norm_backward", const Tensor& x,
                        const Tensor& weight, const Tensor& mean, const Tensor& rstd,
@@ -79,9 +79,9 @@ BRAID_KERNEL_SIGNATURE(CrossEntropyForwardKernel, "cross_entropy_forward", const
                        Tensor& losses, Tensor& lse);
 // dlogits[n, :] = scale * (softmax(logits[n, :V]) - onehot(target[n])), zero on padding and
 // on ignored rows.
-BRAID_KERNEL_SIGNATURE(CrossEntropyBackwardKernel, "cross_entropy_backward",
-                       const Tensor& logits, const Tensor& targets, const Tensor& lse,
-                       int64_t num_classes, int64_t ignore_index, float scale, Tensor& dlogits);
+BRAID_KERNEL_SIGNATURE(CrossEntropyBackwardKernel, "cross_entropy_backward", const Tensor& logits,
+                       const Tensor& targets, const Tensor& lse, int64_t num_classes,
+                       int64_t ignore_index, float scale, Tensor& dlogits);
 
 // One AdamW update of a dense f32 parameter in place (decoupled weight decay).
 struct AdamWHyper {

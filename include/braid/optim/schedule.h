@@ -22,8 +22,8 @@ struct LrSchedule {
 };
 
 struct ClipResult {
-  double norm;   // global L2 norm of all gradients before clipping
-  float scale;   // multiply gradients by this (1 when the norm is within max_norm)
+  double norm;  // global L2 norm of all gradients before clipping
+  float scale;  // multiply gradients by this (1 when the norm is within max_norm)
 };
 
 // Global L2 norm of the gradients (undefined gradients count as zero) and the clipping

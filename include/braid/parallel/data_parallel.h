@@ -53,7 +53,7 @@ class DataParallel final : public Strategy {
     int params = 0;              // parameters in the bucket
     int pending = 0;             // parameters not yet ready in this backward
     dist::WorkPtr work;
-    int64_t shard_offset = 0;    // ZeRO: where this rank's chunk sits in the shard buffers
+    int64_t shard_offset = 0;  // ZeRO: where this rank's chunk sits in the shard buffers
   };
   // ZeRO: a run of the shard that belongs to one parameter (one weight decay).
   struct Segment {

@@ -35,7 +35,8 @@ class Strategy {
   virtual ~Strategy() = default;
   virtual std::string name() const = 0;
 
-  virtual void setup(nn::Module& model, optim::Optimizer& optimizer, const dist::ParallelGrid& grid);
+  virtual void setup(nn::Module& model, optim::Optimizer& optimizer,
+                     const dist::ParallelGrid& grid);
   virtual void begin_backward(bool last_micro_step) {}
   virtual void on_grad_ready(Tensor& param) {}
   virtual void finish_backward() {}

@@ -7,15 +7,15 @@
 namespace braid::train {
 
 struct StepMetrics {
-  int64_t step = 0;          // 0-based optimizer step
-  float loss = 0;            // mean over the step's micro-batches
+  int64_t step = 0;  // 0-based optimizer step
+  float loss = 0;    // mean over the step's micro-batches
   float lr = 0;
-  double grad_norm = 0;      // before clipping
+  double grad_norm = 0;  // before clipping
   double step_ms = 0;
   double tokens_per_s = 0;
-  double mfu = 0;            // achieved / peak FLOP/s, by the DESIGN.md convention
-  int64_t peak_bytes = 0;    // host allocator peak during the step
-  bool skipped = false;      // non-finite loss or gradient, update skipped
+  double mfu = 0;          // achieved / peak FLOP/s, by the DESIGN.md convention
+  int64_t peak_bytes = 0;  // host allocator peak during the step
+  bool skipped = false;    // non-finite loss or gradient, update skipped
 };
 
 // Peak FLOP/s of this host measured with sgemm on all OpenMP threads (best of a few runs of a

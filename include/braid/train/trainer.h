@@ -10,8 +10,8 @@
 #include <vector>
 
 #include "braid/data/batch_sampler.h"
-#include "braid/dist/parallel_grid.h"
 #include "braid/data/tokenizer.h"
+#include "braid/dist/parallel_grid.h"
 #include "braid/nn/gpt.h"
 #include "braid/optim/optimizer.h"
 #include "braid/optim/schedule.h"

@@ -18,7 +18,9 @@ void gelu_forward(const Tensor& x, Tensor& y) {
   const int64_t n = x.numel();
   const float* px = x.data<float>();
   float* py = y.data<float>();
-  auto gelu = [](auto v) { return 0.5f * v * (1.0f + fast_tanh(kSqrt2OverPi * (v + kGeluCoeff * v * v * v))); };
+  auto gelu = [](auto v) {
+    return 0.5f * v * (1.0f + fast_tanh(kSqrt2OverPi * (v + kGeluCoeff * v * v * v)));
+  };
 #pragma omp parallel for if (n > (1 << 14))
   for (int64_t b = 0; b < n; b += kChunk) {
     const int64_t e = std::min(n, b + kChunk);

@@ -24,11 +24,11 @@ void layer_norm_backward(const Tensor& x, const Tensor& weight, const Tensor& me
                          const Tensor& rstd, const Tensor& dy, Tensor& dx, Tensor& dweight,
                          Tensor& dbias);
 
-void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, bool causal,
-                       float scale, Tensor& out, Tensor& lse);
+void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, bool causal, float scale,
+                       Tensor& out, Tensor& lse);
 void attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
-                        const Tensor& lse, const Tensor& dout, bool causal, float scale,
-                        Tensor& dq, Tensor& dk, Tensor& dv);
+                        const Tensor& lse, const Tensor& dout, bool causal, float scale, Tensor& dq,
+                        Tensor& dk, Tensor& dv);
 
 void embedding_forward(const Tensor& weight, const Tensor& ids, Tensor& out);
 void embedding_backward(const Tensor& ids, const Tensor& dout, Tensor& dweight);

@@ -64,10 +64,14 @@ void binary_impl(const Tensor& a, const Tensor& b, Tensor& out) {
 
 void binary(BinaryOp op, const Tensor& a, const Tensor& b, Tensor& out) {
   switch (op) {
-    case BinaryOp::add: return binary_impl<BinaryOp::add>(a, b, out);
-    case BinaryOp::sub: return binary_impl<BinaryOp::sub>(a, b, out);
-    case BinaryOp::mul: return binary_impl<BinaryOp::mul>(a, b, out);
-    case BinaryOp::div: return binary_impl<BinaryOp::div>(a, b, out);
+    case BinaryOp::add:
+      return binary_impl<BinaryOp::add>(a, b, out);
+    case BinaryOp::sub:
+      return binary_impl<BinaryOp::sub>(a, b, out);
+    case BinaryOp::mul:
+      return binary_impl<BinaryOp::mul>(a, b, out);
+    case BinaryOp::div:
+      return binary_impl<BinaryOp::div>(a, b, out);
   }
 }
 

@@ -39,20 +39,26 @@ inline Vec8 fast_exp(Vec8 x) {
   x = x > 88.0f ? Vec8{} + 88.0f : x;
   const Vec8 shifted = x * 1.44269504088896341f + 0.5f;
   Vec8i ni = __builtin_convertvector(shifted, Vec8i);  // truncates toward zero
-  ni += __builtin_convertvector(ni, Vec8) > shifted;  // true is -1: floor for negatives
+  ni += __builtin_convertvector(ni, Vec8) > shifted;   // true is -1: floor for negatives
   const Vec8 n = __builtin_convertvector(ni, Vec8);
   return exp_poly(x, n) * reinterpret_cast<Vec8>((ni + 127) << 23);
 }
 
-inline float fast_tanh(float x) { return 1.0f - 2.0f / (1.0f + fast_exp(2.0f * x)); }
-inline Vec8 fast_tanh(Vec8 x) { return 1.0f - 2.0f / (1.0f + fast_exp(2.0f * x)); }
+inline float fast_tanh(float x) {
+  return 1.0f - 2.0f / (1.0f + fast_exp(2.0f * x));
+}
+inline Vec8 fast_tanh(Vec8 x) {
+  return 1.0f - 2.0f / (1.0f + fast_exp(2.0f * x));
+}
 
 inline Vec8 load8(const float* p) {
   Vec8 v;
   __builtin_memcpy(&v, p, sizeof v);
   return v;
 }
-inline void store8(float* p, Vec8 v) { __builtin_memcpy(p, &v, sizeof v); }
+inline void store8(float* p, Vec8 v) {
+  __builtin_memcpy(p, &v, sizeof v);
+}
 
 // Row helpers shared by softmax, cross-entropy and attention.
 inline float row_max(const float* x, int64_t n) {

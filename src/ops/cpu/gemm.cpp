@@ -33,7 +33,8 @@ void gemm(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, float al
           Tensor& c) {
   const int64_t m = c.size(-2), n = c.size(-1);
   const int64_t k = trans_a ? a.size(-2) : a.size(-1);
-  BRAID_CHECK((trans_a ? a.size(-1) : a.size(-2)) == m && (trans_b ? b.size(-1) : b.size(-2)) == k &&
+  BRAID_CHECK((trans_a ? a.size(-1) : a.size(-2)) == m &&
+                  (trans_b ? b.size(-1) : b.size(-2)) == k &&
                   (trans_b ? b.size(-2) : b.size(-1)) == n,
               "gemm shapes do not chain: {}{} @ {}{} -> {}", a.str(), trans_a ? "^T" : "", b.str(),
               trans_b ? "^T" : "", c.str());
@@ -60,10 +61,9 @@ void gemm(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, float al
       if (b.dim() > 2) ob += idx * b.strides()[d];
     }
     cblas_sgemm(CblasRowMajor, ma.transposed ? CblasTrans : CblasNoTrans,
-                mb.transposed ? CblasTrans : CblasNoTrans, static_cast<int>(m),
-                static_cast<int>(n), static_cast<int>(k), alpha, pa + oa,
-                static_cast<int>(ma.ld), pb + ob, static_cast<int>(mb.ld), beta, pc + oc,
-                static_cast<int>(ldc));
+                mb.transposed ? CblasTrans : CblasNoTrans, static_cast<int>(m), static_cast<int>(n),
+                static_cast<int>(k), alpha, pa + oa, static_cast<int>(ma.ld), pb + ob,
+                static_cast<int>(mb.ld), beta, pc + oc, static_cast<int>(ldc));
   }
 }
 

@@ -8,9 +8,9 @@
 #include <vector>
 
 #include "braid/core/error.h"
-#include "support/test_util.h"
 #include "braid/data/batch_sampler.h"
 #include "braid/data/token_shard.h"
+#include "support/test_util.h"
 
 namespace braid::data {
 namespace {

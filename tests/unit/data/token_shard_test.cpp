@@ -10,9 +10,9 @@
 #include <vector>
 
 #include "braid/core/error.h"
-#include "support/test_util.h"
 #include "braid/data/token_dataset.h"
 #include "braid/data/token_shard.h"
+#include "support/test_util.h"
 
 namespace braid::data {
 namespace {

@@ -12,10 +12,10 @@
 #include <nlohmann/json.hpp>
 
 #include "braid/core/error.h"
-#include "support/test_util.h"
 #include "braid/data/gpt2_tokenizer.h"
 #include "braid/data/tokenizer.h"
 #include "braid/data/unicode.h"
+#include "support/test_util.h"
 
 namespace braid::data {
 namespace {

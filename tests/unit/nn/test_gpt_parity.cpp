@@ -37,7 +37,9 @@ double max_abs(const Tensor& t) {
   return m;
 }
 
-double relative(double a, double b) { return std::fabs(a - b) / std::max(std::fabs(b), 1e-30); }
+double relative(double a, double b) {
+  return std::fabs(a - b) / std::max(std::fabs(b), 1e-30);
+}
 
 class GptParity : public ::testing::Test {
  protected:

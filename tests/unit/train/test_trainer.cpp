@@ -75,8 +75,10 @@ TEST_F(TrainerTest, GradientAccumulationEqualsOneLargerBatch) {
     }
     b.inputs = Tensor::from_vector(x, {8, 16});
     b.targets = Tensor::from_vector(y, {8, 16});
-    halves.push_back({b.inputs.narrow(0, 0, 4).contiguous(), b.targets.narrow(0, 0, 4).contiguous()});
-    halves.push_back({b.inputs.narrow(0, 4, 4).contiguous(), b.targets.narrow(0, 4, 4).contiguous()});
+    halves.push_back(
+        {b.inputs.narrow(0, 0, 4).contiguous(), b.targets.narrow(0, 0, 4).contiguous()});
+    halves.push_back(
+        {b.inputs.narrow(0, 4, 4).contiguous(), b.targets.narrow(0, 4, 4).contiguous()});
     return b;
   });
   size_t next_half = 0;
