@@ -3,6 +3,7 @@
 
 #include <queue>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "autograd/accumulate_grad.h"
 #include "autograd/leaf_capture.h"
@@ -92,36 +93,26 @@ void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads
     seeds.push_back(edge.node.get());
   }
 
-  // Count, for each reachable node, how many edges point at it.
+  // Count, for each reachable node, how many edges point at it. Each node is walked once even
+  // when several roots share it (outputs of one split), or its edges would be counted once per
+  // root and their targets would never become ready.
   std::unordered_map<Node*, int> dependencies;
-  std::vector<Node*> stack;
-  std::unordered_map<Node*, bool> seen;
-  // Walk each node once even when several roots share it (outputs of one split), or its edges
-  // would be counted once per root and their targets would never become ready.
-  for (Node* s : seeds) {
-    if (seen[s]) continue;
-    seen[s] = true;
-    stack.push_back(s);
-  }
+  std::unordered_set<Node*> seen(seeds.begin(), seeds.end());
+  std::vector<Node*> stack(seen.begin(), seen.end());
   while (!stack.empty()) {
     Node* n = stack.back();
     stack.pop_back();
     for (const Edge& e : n->next_edges) {
       if (!e.node) continue;
       ++dependencies[e.node.get()];
-      if (!seen[e.node.get()]) {
-        seen[e.node.get()] = true;
-        stack.push_back(e.node.get());
-      }
+      if (seen.insert(e.node.get()).second) stack.push_back(e.node.get());
     }
   }
 
   std::priority_queue<Node*, std::vector<Node*>, BySequence> ready;
+  std::unordered_set<Node*> started;  // a node seeded by two roots is still pushed once
   for (Node* s : seeds)
-    if (dependencies[s] == 0 && seen[s]) {
-      ready.push(s);
-      seen[s] = false;  // pushed once even if seeded twice
-    }
+    if (dependencies[s] == 0 && started.insert(s).second) ready.push(s);
 
   while (!ready.empty()) {
     Node* node = ready.top();
