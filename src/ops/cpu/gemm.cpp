@@ -1,34 +1,10 @@
 // CPU GEMM through OpenBLAS sgemm; strided (transposed) views go in without copies.
 #include <cblas.h>
 
+#include "braid/ops/gemm_layout.h"
 #include "ops/cpu/cpu_kernels.h"
 
 namespace braid::ops::cpu {
-namespace {
-
-// A matrix view as sgemm sees it: row-major data with a leading dimension, maybe transposed.
-struct BlasMatrix {
-  bool transposed;
-  int64_t ld;
-};
-
-// rows x cols view with strides (s0, s1); `trans` asks for op(M) = M^T.
-BlasMatrix as_blas(int64_t rows, int64_t cols, int64_t s0, int64_t s1, bool trans) {
-  if (s1 == 1 || cols == 1) {
-    const int64_t ld = rows == 1 ? std::max<int64_t>(cols, 1) : s0;
-    if (ld >= std::max<int64_t>(cols, 1)) return {trans, ld};
-  }
-  if (s0 == 1 || rows == 1) {
-    // Column-major storage of an rows x cols matrix is row-major storage of its transpose.
-    const int64_t ld = cols == 1 ? std::max<int64_t>(rows, 1) : s1;
-    if (ld >= std::max<int64_t>(rows, 1)) return {!trans, ld};
-  }
-  BRAID_FAIL("gemm operand {}x{} with strides ({}, {}) is neither row- nor column-major", rows,
-             cols, s0, s1);
-}
-
-}  // namespace
-
 void gemm(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, float alpha, float beta,
           Tensor& c) {
   const int64_t m = c.size(-2), n = c.size(-1);
@@ -40,8 +16,10 @@ void gemm(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, float al
               trans_b ? "^T" : "", c.str());
   BRAID_CHECK(c.stride(-1) == 1 || n == 1, "gemm output {} needs unit stride in its last dim",
               c.str());
-  const BlasMatrix ma = as_blas(a.size(-2), a.size(-1), a.stride(-2), a.stride(-1), trans_a);
-  const BlasMatrix mb = as_blas(b.size(-2), b.size(-1), b.stride(-2), b.stride(-1), trans_b);
+  const RowMajorOperand ma =
+      as_row_major(a.size(-2), a.size(-1), a.stride(-2), a.stride(-1), trans_a, "a");
+  const RowMajorOperand mb =
+      as_row_major(b.size(-2), b.size(-1), b.stride(-2), b.stride(-1), trans_b, "b");
   const int64_t ldc = m > 1 ? c.stride(-2) : std::max<int64_t>(n, 1);
 
   // Batch dims: c's leading dims; a and b either share them or are plain matrices.
