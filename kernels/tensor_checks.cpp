@@ -20,6 +20,14 @@ void check_same_device(const Tensor& t, const Tensor& ref, const char* op, const
               t.device().str(), ref_role, ref.device().str());
 }
 
+void check_dense_like(const Tensor& t, const Tensor& ref, const char* op, const char* role,
+                      const char* ref_role) {
+  check_cuda_tensor(t, op, role);
+  check_same_device(t, ref, op, role, ref_role);
+  check_contiguous(t, op, role);
+  check_shape(t, ref.shape(), op, role);
+}
+
 void check_contiguous(const Tensor& t, const char* op, const char* role) {
   BRAID_CHECK(t.is_contiguous(), "{} (cuda): {} {} must be contiguous, got strides {}", op, role,
               t.str(), shape_str(t.strides()));

@@ -17,6 +17,10 @@ void check_same_device(const Tensor& t, const Tensor& ref, const char* op, const
 void check_contiguous(const Tensor& t, const char* op, const char* role);
 // t has exactly `shape`.
 void check_shape(const Tensor& t, const Shape& shape, const char* op, const char* role);
+// t is a dense f32 cuda tensor on ref's device with ref's shape: the companion arguments
+// (gradients, outputs) of an elementwise kernel. The four checks above, in that order.
+void check_dense_like(const Tensor& t, const Tensor& ref, const char* op, const char* role,
+                      const char* ref_role);
 // t's last dim has unit stride (or size 1).
 void check_unit_inner(const Tensor& t, const char* op, const char* role);
 // No two elements of t share memory through a zero stride (t is written to).

@@ -48,11 +48,8 @@ void launch_gelu_backward(const float* x, const float* dy, float* dx, int64_t n,
 void gelu_forward(const Tensor& x, Tensor& y) {
   constexpr const char* kOp = "gelu_forward";
   check_cuda_tensor(x, kOp, "x");
-  check_cuda_tensor(y, kOp, "y");
-  check_same_device(y, x, kOp, "y", "x");
+  check_dense_like(y, x, kOp, "y", "x");
   check_contiguous(x, kOp, "x");
-  check_contiguous(y, kOp, "y");
-  check_shape(y, x.shape(), kOp, "y");
   if (x.numel() == 0) return;
   DeviceGuard guard(x.device().index);
   launch_gelu_forward(static_cast<const float*>(x.data_ptr()), static_cast<float*>(y.data_ptr()),
@@ -62,15 +59,9 @@ void gelu_forward(const Tensor& x, Tensor& y) {
 void gelu_backward(const Tensor& x, const Tensor& dy, Tensor& dx) {
   constexpr const char* kOp = "gelu_backward";
   check_cuda_tensor(x, kOp, "x");
-  check_cuda_tensor(dy, kOp, "dy");
-  check_cuda_tensor(dx, kOp, "dx");
-  check_same_device(dy, x, kOp, "dy", "x");
-  check_same_device(dx, x, kOp, "dx", "x");
+  check_dense_like(dy, x, kOp, "dy", "x");
+  check_dense_like(dx, x, kOp, "dx", "x");
   check_contiguous(x, kOp, "x");
-  check_contiguous(dy, kOp, "dy");
-  check_contiguous(dx, kOp, "dx");
-  check_shape(dy, x.shape(), kOp, "dy");
-  check_shape(dx, x.shape(), kOp, "dx");
   if (x.numel() == 0) return;
   DeviceGuard guard(x.device().index);
   launch_gelu_backward(static_cast<const float*>(x.data_ptr()),

@@ -124,10 +124,7 @@ void cross_entropy_backward(const Tensor& logits, const Tensor& targets, const T
   constexpr const char* kOp = "cross_entropy_backward";
   const Dims dims = check_common(logits, targets, num_classes, kOp);
   check_row_vector(lse, logits, dims.rows, kOp, "lse");
-  check_cuda_tensor(dlogits, kOp, "dlogits");
-  check_same_device(dlogits, logits, kOp, "dlogits", "logits");
-  check_contiguous(dlogits, kOp, "dlogits");
-  check_shape(dlogits, logits.shape(), kOp, "dlogits");
+  check_dense_like(dlogits, logits, kOp, "dlogits", "logits");
   if (dims.rows == 0 || dims.padded_cols == 0) return;
   DeviceGuard guard(logits.device().index);
   launch_cross_entropy_backward(

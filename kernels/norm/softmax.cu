@@ -66,11 +66,8 @@ std::pair<int64_t, int64_t> rows_cols(const Tensor& t, const char* op) {
 void softmax_forward(const Tensor& x, Tensor& y) {
   constexpr const char* kOp = "softmax_forward";
   check_cuda_tensor(x, kOp, "x");
-  check_cuda_tensor(y, kOp, "y");
-  check_same_device(y, x, kOp, "y", "x");
+  check_dense_like(y, x, kOp, "y", "x");
   check_contiguous(x, kOp, "x");
-  check_contiguous(y, kOp, "y");
-  check_shape(y, x.shape(), kOp, "y");
   const auto [rows, cols] = rows_cols(x, kOp);
   if (rows == 0) return;
   DeviceGuard guard(x.device().index);
@@ -81,15 +78,9 @@ void softmax_forward(const Tensor& x, Tensor& y) {
 void softmax_backward(const Tensor& y, const Tensor& dy, Tensor& dx) {
   constexpr const char* kOp = "softmax_backward";
   check_cuda_tensor(y, kOp, "y");
-  check_cuda_tensor(dy, kOp, "dy");
-  check_cuda_tensor(dx, kOp, "dx");
-  check_same_device(dy, y, kOp, "dy", "y");
-  check_same_device(dx, y, kOp, "dx", "y");
+  check_dense_like(dy, y, kOp, "dy", "y");
+  check_dense_like(dx, y, kOp, "dx", "y");
   check_contiguous(y, kOp, "y");
-  check_contiguous(dy, kOp, "dy");
-  check_contiguous(dx, kOp, "dx");
-  check_shape(dy, y.shape(), kOp, "dy");
-  check_shape(dx, y.shape(), kOp, "dx");
   const auto [rows, cols] = rows_cols(y, kOp);
   if (rows == 0) return;
   DeviceGuard guard(y.device().index);

@@ -36,17 +36,11 @@ void sgd(Tensor& param, const Tensor& grad, Tensor& momentum_buf, float lr, floa
          float weight_decay, float grad_scale, bool first_step) {
   constexpr const char* kOp = "sgd";
   check_cuda_tensor(param, kOp, "param");
-  check_cuda_tensor(grad, kOp, "grad");
-  check_same_device(grad, param, kOp, "grad", "param");
+  check_dense_like(grad, param, kOp, "grad", "param");
   check_contiguous(param, kOp, "param");
-  check_contiguous(grad, kOp, "grad");
-  check_shape(grad, param.shape(), kOp, "grad");
   float* buf = nullptr;
   if (momentum != 0.0f) {
-    check_cuda_tensor(momentum_buf, kOp, "momentum_buf");
-    check_same_device(momentum_buf, param, kOp, "momentum_buf", "param");
-    check_contiguous(momentum_buf, kOp, "momentum_buf");
-    check_shape(momentum_buf, param.shape(), kOp, "momentum_buf");
+    check_dense_like(momentum_buf, param, kOp, "momentum_buf", "param");
     buf = static_cast<float*>(momentum_buf.data_ptr());
   }
   if (param.numel() == 0) return;
