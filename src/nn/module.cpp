@@ -7,7 +7,13 @@
 
 namespace braid::nn {
 
-Tensor& Module::register_parameter(std::string name, Tensor value) {
+Tensor& Module::register_parameter(std::string name, Tensor value,
+                                   std::optional<ShardSpec> shard) {
+  if (shard)
+    BRAID_CHECK(shard->local_shape == value.shape(),
+                "parameter '{}' is {} but its shard {} is {}", name, value.str(), shard->str(),
+                shape_str(shard->local_shape));
+  specs_.push_back(shard ? *shard : ShardSpec::whole(value.shape()));
   value.set_requires_grad(true);
   params_.emplace_back(std::move(name), std::move(value));
   return params_.back().second;
@@ -16,6 +22,18 @@ Tensor& Module::register_parameter(std::string name, Tensor value) {
 void Module::collect(const std::string& prefix, NamedTensors& out) const {
   for (const auto& [name, t] : params_) out.emplace_back(prefix + name, t);
   for (const auto& [name, child] : children_) child->collect(prefix + name + ".", out);
+}
+
+void Module::collect_specs(const std::string& prefix,
+                           std::map<std::string, ShardSpec>& out) const {
+  for (size_t i = 0; i < params_.size(); ++i) out.emplace(prefix + params_[i].first, specs_[i]);
+  for (const auto& [name, child] : children_) child->collect_specs(prefix + name + ".", out);
+}
+
+std::map<std::string, ShardSpec> Module::shard_specs() const {
+  std::map<std::string, ShardSpec> out;
+  collect_specs("", out);
+  return out;
 }
 
 NamedTensors Module::named_parameters() const {
@@ -33,6 +51,12 @@ std::vector<Tensor> Module::parameters() const {
 int64_t Module::num_parameters() const {
   int64_t n = 0;
   for (const auto& [name, t] : named_parameters()) n += t.numel();
+  return n;
+}
+
+int64_t Module::num_global_parameters() const {
+  int64_t n = 0;
+  for (const auto& [name, spec] : shard_specs()) n += shape_numel(spec.global_shape);
   return n;
 }
 

@@ -5,20 +5,17 @@
 // ever materialising the whole tensor.
 #pragma once
 
+#include <optional>
 #include <string_view>
 
 #include "braid/core/tensor.h"
+#include "braid/nn/shard_spec.h"
 
 namespace braid::nn::init {
 
-// Where a local tensor sits inside its global (unsharded) parameter.
-struct GlobalSlice {
-  Shape global_shape;  // empty: the tensor is the whole parameter
-  Shape offsets;       // start of the local block in each global dim (empty: zeros)
-};
-
+// `shard` says where t sits in the parameter `name`; none: t is the whole parameter.
 void normal_(Tensor& t, uint64_t seed, std::string_view name, float std,
-             const GlobalSlice& slice = {});
+             const std::optional<ShardSpec>& shard = std::nullopt);
 void constant_(Tensor& t, float value);
 
 }  // namespace braid::nn::init

@@ -6,11 +6,13 @@
 
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "braid/core/tensor.h"
+#include "braid/nn/shard_spec.h"
 
 namespace braid::nn {
 
@@ -26,7 +28,10 @@ class Module {
   const std::vector<std::pair<std::string, std::shared_ptr<Module>>>& children() const {
     return children_;
   }
-  int64_t num_parameters() const;
+  int64_t num_parameters() const;  // held by this module (on this rank)
+  // Elements of the single-process parameters this module's shards belong to: the model's
+  // size whatever the tensor-parallel layout.
+  int64_t num_global_parameters() const;
 
   // Name -> tensor (shares storage with the parameters).
   std::map<std::string, Tensor> state_dict() const;
@@ -34,12 +39,18 @@ class Module {
   // naming the tensor.
   void load_state_dict(const std::map<std::string, Tensor>& state, bool strict = true);
 
+  // Where each parameter sits in the single-process parameter of the same name (whole for
+  // parameters that are not sharded). Checkpoints and resharding read this.
+  std::map<std::string, ShardSpec> shard_specs() const;
+
   // Sets every existing gradient to zero in place (buffers stay, so views into flat
   // gradient buckets stay valid).
   void zero_grad();
 
  protected:
-  Tensor& register_parameter(std::string name, Tensor value);
+  // `shard`: the slice of the global parameter `value` holds (none: all of it).
+  Tensor& register_parameter(std::string name, Tensor value,
+                             std::optional<ShardSpec> shard = std::nullopt);
   template <class M>
   std::shared_ptr<M> register_module(std::string name, std::shared_ptr<M> module) {
     children_.emplace_back(std::move(name), module);
@@ -48,7 +59,9 @@ class Module {
 
  private:
   void collect(const std::string& prefix, NamedTensors& out) const;
+  void collect_specs(const std::string& prefix, std::map<std::string, ShardSpec>& out) const;
   NamedTensors params_;
+  std::vector<ShardSpec> specs_;  // one per entry of params_
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
 };
 

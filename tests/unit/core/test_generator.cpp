@@ -83,12 +83,12 @@ TEST(Init, NormalIsLayoutIndependent) {
   nn::init::normal_(full, 11, "blocks.0.mlp.fc.weight", 0.02f);
   // A [3, 4] block at rows 2..4, columns 5..8 fills exactly that slice of the full tensor.
   Tensor shard = Tensor::empty({3, 4});
-  nn::init::normal_(shard, 11, "blocks.0.mlp.fc.weight", 0.02f, {global, {2, 5}});
+  nn::init::normal_(shard, 11, "blocks.0.mlp.fc.weight", 0.02f, nn::ShardSpec::box(global, {2, 5}, {3, 4}));
   EXPECT_TRUE(bitwise_equal(shard, full.narrow(0, 2, 3).narrow(1, 5, 4)));
   // Column shards (tensor parallel) tile the full tensor.
   for (int64_t c0 = 0; c0 < 10; c0 += 5) {
     Tensor col = Tensor::empty({6, 5});
-    nn::init::normal_(col, 11, "blocks.0.mlp.fc.weight", 0.02f, {global, {0, c0}});
+    nn::init::normal_(col, 11, "blocks.0.mlp.fc.weight", 0.02f, nn::ShardSpec::split(global, 1, 2, static_cast<int>(c0 / 5)));
     EXPECT_TRUE(bitwise_equal(col, full.narrow(1, c0, 5)));
   }
   // Values are std * normal_at(seed, hash(name), global index).
@@ -101,7 +101,7 @@ TEST(Init, ThreeDimensionalSliceAndNames) {
   Tensor full = Tensor::empty(global);
   nn::init::normal_(full, 3, "w", 1.0f);
   Tensor part = Tensor::empty({2, 3, 2});
-  nn::init::normal_(part, 3, "w", 1.0f, {global, {1, 0, 3}});
+  nn::init::normal_(part, 3, "w", 1.0f, nn::ShardSpec::box(global, {1, 0, 3}, {2, 3, 2}));
   EXPECT_TRUE(bitwise_equal(part, full.narrow(0, 1, 2).narrow(2, 3, 2)));
   // Another name is another stream; the std scales exactly.
   Tensor other = Tensor::empty(global), scaled = Tensor::empty(global);
@@ -112,10 +112,31 @@ TEST(Init, ThreeDimensionalSliceAndNames) {
   for (size_t i = 0; i < f.size(); ++i) EXPECT_EQ(s[i], 0.5f * f[i]) << i;
 }
 
+// A fused [q | k | v] weight split by heads: each rank's rows are three separate row blocks
+// of the global tensor, described as one box of the weight viewed as [3, C, C].
+TEST(Init, GroupedSplitFillsEachGroupsPiece) {
+  const int64_t c = 8;
+  const Shape global{3 * c, 5};
+  Tensor full = Tensor::empty(global);
+  nn::init::normal_(full, 7, "qkv", 1.0f);
+  for (int r = 0; r < 4; ++r) {
+    const nn::ShardSpec spec = nn::ShardSpec::split_groups(global, 0, 3, 4, r);
+    EXPECT_EQ(spec.local_shape, (Shape{3 * c / 4, 5}));
+    Tensor shard = Tensor::empty(spec.local_shape);
+    nn::init::normal_(shard, 7, "qkv", 1.0f, spec);
+    for (int g = 0; g < 3; ++g)
+      EXPECT_TRUE(bitwise_equal(shard.narrow(0, g * c / 4, c / 4),
+                                full.narrow(0, g * c + r * c / 4, c / 4)))
+          << "rank " << r << " group " << g;
+  }
+  EXPECT_ERROR_CONTAINS(nn::ShardSpec::split_groups(global, 0, 3, 3, 0), "3 equal parts");
+}
+
 TEST(Init, RejectsBadSlicesAndLayouts) {
   Tensor t = Tensor::empty({2, 3});
-  EXPECT_ERROR_CONTAINS(nn::init::normal_(t, 1, "w", 1.0f, {{4, 3, 2}, {0, 0, 0}}),
-                        "global shape [4, 3, 2]");
+  EXPECT_ERROR_CONTAINS(nn::init::normal_(t, 1, "w", 1.0f, nn::ShardSpec::whole({4, 3, 2})),
+                        "does not describe");
+  EXPECT_ERROR_CONTAINS(nn::ShardSpec::box({4, 3}, {3, 0}, {2, 3}), "leaves the global shape");
   Tensor strided = Tensor::empty({3, 2}).transpose(0, 1);
   EXPECT_ERROR_CONTAINS(nn::init::normal_(strided, 1, "w", 1.0f), "dense f32");
   Tensor c = Tensor::zeros({2, 2});
