@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <numeric>
 
 #include "braid/autograd/engine.h"
@@ -13,8 +14,8 @@
 
 namespace braid::nn {
 
-int64_t GptConfig::padded_vocab() const {
-  const int64_t m = std::max<int64_t>(padded_vocab_multiple, 1);
+int64_t GptConfig::padded_vocab(int tp) const {
+  const int64_t m = std::lcm(std::max<int64_t>(padded_vocab_multiple, 1), std::max(tp, 1));
   return (vocab_size + m - 1) / m * m;
 }
 
@@ -27,17 +28,44 @@ void GptConfig::validate() const {
               "model.n_embd {} is not divisible by model.n_head {}", n_embd, n_head);
 }
 
-Gpt::Gpt(const GptConfig& config) : config_(config) {
+std::string GptConfig::tensor_parallel_problem(int tp) const {
+  if (tp < 1) return fmt::format("tensor parallelism tp={} must be >= 1", tp);
+  const std::pair<const char*, int64_t> sizes[] = {
+      {"model.n_head", n_head}, {"model.n_embd", n_embd}, {"the MLP width 4 * model.n_embd", 4 * n_embd}};
+  for (const auto& [what, size] : sizes) {
+    if (size % tp == 0) continue;
+    // Valid tp values divide every split size; the head count and width share them.
+    const int64_t g = std::gcd(n_head, n_embd);
+    int64_t below = 1, above = 0;
+    for (int64_t d = 1; d <= g; ++d) {
+      if (g % d != 0) continue;
+      if (d < tp) below = d;
+      if (d > tp && above == 0) above = d;
+    }
+    return fmt::format("tensor parallelism tp={} does not divide {} = {}; nearest valid tp: {}",
+                       tp, what, size,
+                       above ? fmt::format("{} or {}", below, above) : std::to_string(below));
+  }
+  return "";
+}
+
+Gpt::Gpt(const GptConfig& config, TensorParallelPtr tp) : config_(config), tp_(std::move(tp)) {
   config_.validate();
-  wte = register_module("wte", std::make_shared<Embedding>(config_.padded_vocab(), config_.n_embd));
+  if (tp_) {
+    const std::string problem = config_.tensor_parallel_problem(tp_->size());
+    BRAID_CHECK(problem.empty(), "{}", problem);
+  }
+  wte = register_module("wte", std::make_shared<VocabParallelEmbedding>(padded_vocab(),
+                                                                        config_.n_embd, tp_));
   wpe = register_module("wpe", std::make_shared<Embedding>(config_.block_size, config_.n_embd));
   for (int64_t i = 0; i < config_.n_layer; ++i)
-    blocks.push_back(register_module("blocks." + std::to_string(i),
-                                     std::make_shared<Block>(config_.n_embd, config_.n_head)));
-  ln_f = register_module("ln_f", std::make_shared<LayerNorm>(config_.n_embd));
+    blocks.push_back(register_module(
+        "blocks." + std::to_string(i),
+        std::make_shared<Block>(config_.n_embd, config_.n_head, tp_)));
+  ln_f = register_module("ln_f", std::make_shared<LayerNorm>(config_.n_embd, 1e-5f, tp_));
   if (!config_.tie_embeddings)
-    lm_head = register_module("lm_head",
-                              std::make_shared<Embedding>(config_.padded_vocab(), config_.n_embd));
+    lm_head = register_module("lm_head", std::make_shared<VocabParallelEmbedding>(
+                                             padded_vocab(), config_.n_embd, tp_));
 }
 
 void Gpt::init_weights(uint64_t seed) {
@@ -48,8 +76,10 @@ void Gpt::init_weights(uint64_t seed) {
     return s.size() >= suffix.size() &&
            s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
   };
+  const std::map<std::string, ShardSpec> shards = shard_specs();
   for (auto& [name, param] : named_parameters()) {
     Tensor p = param.detach();
+    const ShardSpec& shard = shards.at(name);
     const auto dot = name.rfind('.', name.size() - std::string_view(".weight").size() - 1);
     const std::string owner = name.substr(dot == std::string::npos ? 0 : dot + 1);
     if (ends_with(name, ".bias")) {
@@ -57,15 +87,20 @@ void Gpt::init_weights(uint64_t seed) {
     } else if (owner.rfind("ln", 0) == 0) {
       init::constant_(p, 1.0f);
     } else if (ends_with(name, "attn.proj.weight") || ends_with(name, "mlp.proj.weight")) {
-      init::normal_(p, seed, name, residual_std);
+      init::normal_(p, seed, name, residual_std, shard);
     } else {
-      init::normal_(p, seed, name, kStd);
+      init::normal_(p, seed, name, kStd, shard);
     }
   }
   // Padding rows of the tied embedding stay zero: no token selects them, no logit uses them.
-  const int64_t v = config_.vocab_size, vp = config_.padded_vocab();
-  if (vp > v) wte->weight.detach().narrow(0, v, vp - v).zero_();
-  if (lm_head && vp > v) lm_head->weight.detach().narrow(0, v, vp - v).zero_();
+  // Each rank clears the padding rows inside its piece of the vocabulary.
+  for (const auto& table : {wte, lm_head}) {
+    if (!table) continue;
+    const int64_t rows = table->weight.size(0);
+    const int64_t first_padding = std::clamp<int64_t>(config_.vocab_size - vocab_begin(), 0, rows);
+    if (first_padding < rows)
+      table->weight.detach().narrow(0, first_padding, rows - first_padding).zero_();
+  }
 }
 
 Tensor Gpt::forward(const Tensor& ids) const {
@@ -82,9 +117,20 @@ Tensor Gpt::forward(const Tensor& ids) const {
     BRAID_CHECK(id[i] >= 0 && id[i] < config_.vocab_size,
                 "token id {} at position {} is outside the vocabulary [0, {})", id[i], i,
                 config_.vocab_size);
-  std::vector<int32_t> positions(t);
-  std::iota(positions.begin(), positions.end(), 0);
-  Tensor x = add(wte->forward(ids), wpe->forward(Tensor::from_vector(positions, {t})));
+  // Under sequence parallelism the residual stream holds this rank's piece of the sequence,
+  // so it adds the positions of that piece.
+  const bool sequence_parallel = tp_ && tp_->sequence_parallel();
+  if (sequence_parallel)
+    BRAID_CHECK(t % tp_->size() == 0,
+                "sequence of {} tokens does not split over tp={} under sequence parallelism; "
+                "use a sequence length that is a multiple of {}",
+                t, tp_->size(), tp_->size());
+  const int64_t piece = sequence_parallel ? t / tp_->size() : t;
+  std::vector<int32_t> positions(piece);
+  std::iota(positions.begin(), positions.end(),
+            static_cast<int32_t>(sequence_parallel ? piece * tp_->rank() : 0));
+  Tensor x = add(wte->forward(ids), embedding(replicated_parameter(tp_.get(), wpe->weight),
+                                              Tensor::from_vector(positions, {piece})));
   for (const auto& block : blocks) {
     if (config_.recompute) {
       x = autograd::recompute(
@@ -96,11 +142,29 @@ Tensor Gpt::forward(const Tensor& ids) const {
       x = block->forward(x);
     }
   }
-  return linear(ln_f->forward(x), lm_head ? lm_head->weight : wte->weight);
+  // The head is column-parallel over the vocabulary: every rank needs the whole sequence.
+  return linear(enter_tensor_parallel(tp_.get(), ln_f->forward(x), 1),
+                lm_head ? lm_head->weight : wte->weight);
 }
 
 Tensor Gpt::loss(const Tensor& ids, const Tensor& targets) const {
-  return cross_entropy(forward(ids), targets, config_.vocab_size);
+  if (!tp_) return cross_entropy(forward(ids), targets, config_.vocab_size);
+  return tp_->vocab_parallel_cross_entropy(forward(ids), targets, vocab_begin(),
+                                           config_.vocab_size);
+}
+
+std::vector<float> Gpt::last_logits(std::vector<int32_t> window) const {
+  const int64_t ctx = static_cast<int64_t>(window.size());
+  // Sequence parallelism needs a length that divides by tp: pad after the last token, which
+  // causal attention keeps from influencing it.
+  if (tp_ && tp_->sequence_parallel())
+    window.resize((window.size() + tp_->size() - 1) / tp_->size() * tp_->size(), 0);
+  const int64_t len = static_cast<int64_t>(window.size());
+  Tensor logits = forward(Tensor::from_vector(window, {1, len})).narrow(1, ctx - 1, 1);
+  if (tp_) logits = tp_->gather_from_region(logits, 2);
+  std::vector<float> out = logits.to_vector();
+  out.resize(config_.vocab_size);
+  return out;
 }
 
 std::vector<int32_t> Gpt::generate(std::vector<int32_t> tokens,
@@ -111,11 +175,13 @@ std::vector<int32_t> Gpt::generate(std::vector<int32_t> tokens,
   autograd::NoGradGuard no_grad;
   const int64_t v = config_.vocab_size;
   const uint64_t stream = stable_hash("generate");
+  // The longest window that still fits the positions once padded for sequence parallelism.
+  const int64_t tp = tp_ && tp_->sequence_parallel() ? tp_->size() : 1;
+  const int64_t max_ctx = config_.block_size / tp * tp;
+  BRAID_CHECK(max_ctx > 0, "model.block_size {} is shorter than tp={}", config_.block_size, tp);
   for (int64_t step = 0; step < options.max_new_tokens; ++step) {
-    const int64_t ctx = std::min<int64_t>(static_cast<int64_t>(tokens.size()), config_.block_size);
-    std::vector<int32_t> window(tokens.end() - ctx, tokens.end());
-    Tensor logits = forward(Tensor::from_vector(window, {1, ctx}));
-    const float* last = logits.data<float>() + (ctx - 1) * logits.size(-1);
+    const int64_t ctx = std::min<int64_t>(static_cast<int64_t>(tokens.size()), max_ctx);
+    const std::vector<float> last = last_logits({tokens.end() - ctx, tokens.end()});
     std::vector<std::pair<float, int32_t>> scored(v);
     for (int64_t i = 0; i < v; ++i)
       scored[i] = {last[i] / options.temperature, static_cast<int32_t>(i)};

@@ -22,13 +22,14 @@ Tensor Embedding::forward(const Tensor& ids) const {
   return embedding(weight, ids);
 }
 
-LayerNorm::LayerNorm(int64_t dim, float eps_) : eps(eps_) {
+LayerNorm::LayerNorm(int64_t dim, float eps_, TensorParallelPtr tp) : eps(eps_), tp_(std::move(tp)) {
   weight = register_parameter("weight", Tensor::full({dim}, 1.0f));
   bias = register_parameter("bias", Tensor::zeros({dim}));
 }
 
 Tensor LayerNorm::forward(const Tensor& x) const {
-  return layer_norm(x, weight, bias, eps);
+  return layer_norm(x, replicated_parameter(tp_.get(), weight),
+                    replicated_parameter(tp_.get(), bias), eps);
 }
 
 }  // namespace braid::nn

@@ -25,7 +25,10 @@ ClipResult clip_coefficient(const std::vector<Tensor>& params, float max_norm) {
     Tensor g = p.grad();
     if (g.defined()) squares += sum_of_squares(g);
   }
-  const double norm = std::sqrt(squares);
+  return clip_for_norm(std::sqrt(squares), max_norm);
+}
+
+ClipResult clip_for_norm(double norm, float max_norm) {
   float scale = 1.0f;
   // The same rule as torch.nn.utils.clip_grad_norm_: scale = max_norm / (norm + 1e-6), capped at 1.
   if (max_norm > 0 && std::isfinite(norm)) {

@@ -34,7 +34,10 @@ void DataParallel::setup(nn::Module& model, optim::Optimizer& optimizer,
   Strategy::setup(model, optimizer, grid);
   autograd::NoGradGuard no_grad;
   group_ = grid.group("dp");
+  const std::map<std::string, nn::ShardSpec> shards = model.shard_specs();
   for (const auto& entry : optimizer.params()) {
+    auto shard = shards.find(entry.name);
+    tp_sharded_.push_back(shard != shards.end() && !shard->second.is_whole());
     BRAID_CHECK(entry.param.dtype() == DType::f32 && entry.param.device().is_cpu(),
                 "data parallel handles f32 host parameters for now; '{}' is {} on {}", entry.name,
                 entry.param.str(), entry.param.device().str());
@@ -61,8 +64,11 @@ void DataParallel::setup(nn::Module& model, optim::Optimizer& optimizer,
   bucket_of_.assign(params_.size(), 0);
   for (size_t k = params_.size(); k-- > 0;) {
     Tensor& p = params_[k];
-    if (buckets_.empty() || buckets_.back().end - buckets_.back().begin >= bucket_elems)
-      buckets_.push_back({param_offset_[k], param_offset_[k]});
+    if (buckets_.empty() || buckets_.back().end - buckets_.back().begin >= bucket_elems) {
+      Bucket fresh;
+      fresh.begin = fresh.end = param_offset_[k];
+      buckets_.push_back(fresh);
+    }
     Bucket& b = buckets_.back();
     b.end = param_offset_[k] + p.numel();
     ++b.params;
@@ -142,16 +148,18 @@ void DataParallel::finish_backward() {
 
 optim::ClipResult DataParallel::clip(float max_norm) {
   if (!options_.zero1) return Strategy::clip(max_norm);
-  // Each rank holds a disjoint shard of the averaged gradient: sum the squares over dp.
-  Tensor squares = Tensor::full({1}, static_cast<float>(sum_of_squares(shard_grads_)));
+  // Each rank holds a disjoint piece of the averaged gradient: sum the squares over dp, then
+  // over tp for the parameters tensor parallelism splits.
+  GradSquares local;
+  for (const Segment& seg : segments_)
+    (tp_sharded_[seg.param] ? local.sharded : local.replicated) +=
+        sum_of_squares(shard_grads_.narrow(0, seg.shard_begin, seg.length));
+  Tensor squares = Tensor::from_vector(
+      std::vector<float>{static_cast<float>(local.sharded), static_cast<float>(local.replicated)},
+      {2});
   group_->all_reduce(squares, dist::ReduceOp::sum)->wait();
-  const double norm = std::sqrt(static_cast<double>(squares.item()));
-  float scale = 1.0f;
-  if (max_norm > 0 && std::isfinite(norm)) {
-    const double coef = static_cast<double>(max_norm) / (norm + 1e-6);
-    if (coef < 1.0) scale = static_cast<float>(coef);
-  }
-  return {norm, scale};
+  const std::vector<float> dp_total = squares.to_vector();
+  return optim::clip_for_norm(global_grad_norm({dp_total[0], dp_total[1]}, *grid_), max_norm);
 }
 
 void DataParallel::step(float lr, float grad_scale) {

@@ -2,8 +2,10 @@
 #include "braid/parallel/strategy.h"
 
 #include <algorithm>
+#include <cmath>
 #include <mutex>
 
+#include "braid/ops/reduce.h"
 #include "braid/parallel/data_parallel.h"
 
 namespace braid::parallel {
@@ -42,8 +44,29 @@ void Strategy::setup(nn::Module& model, optim::Optimizer& optimizer,
   grid_ = &grid;
 }
 
+GradSquares grad_squares(const nn::Module& model) {
+  const std::map<std::string, nn::ShardSpec> shards = model.shard_specs();
+  GradSquares squares;
+  for (const auto& [name, param] : model.named_parameters()) {
+    const Tensor g = param.grad();
+    if (!g.defined()) continue;
+    (shards.at(name).is_whole() ? squares.replicated : squares.sharded) += sum_of_squares(g);
+  }
+  return squares;
+}
+
+double global_grad_norm(const GradSquares& squares, const dist::ParallelGrid& grid) {
+  double sharded = squares.sharded;
+  if (grid.has_axis("tp") && grid.size("tp") > 1) {
+    Tensor total = Tensor::full({1}, static_cast<float>(sharded));
+    grid.group("tp")->all_reduce(total, dist::ReduceOp::sum)->wait();
+    sharded = total.item();
+  }
+  return std::sqrt(sharded + squares.replicated);
+}
+
 optim::ClipResult Strategy::clip(float max_norm) {
-  return optim::clip_coefficient(model_->parameters(), max_norm);
+  return optim::clip_for_norm(global_grad_norm(grad_squares(*model_), *grid_), max_norm);
 }
 
 void Strategy::step(float lr, float grad_scale) {

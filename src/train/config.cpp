@@ -552,6 +552,8 @@ void apply_defaults(TrainConfig& cfg) {
   fill("parallel.pp", p->has_pp(), [&] { p->set_pp(1); });
   fill("parallel.dp", p->has_dp(), [&] { p->set_dp(1); });
   fill("parallel.strategy", p->has_strategy(), [&] { p->set_strategy("auto"); });
+  fill("parallel.sequence_parallel", p->has_sequence_parallel(),
+       [&] { p->set_sequence_parallel(false); });
 }
 
 std::vector<std::string> find_problems(const TrainConfig& cfg) {
@@ -645,6 +647,12 @@ std::vector<std::string> find_problems(const TrainConfig& cfg) {
              fmt::format("does not divide {} (each tensor-parallel rank owns whole heads); "
                          "nearest valid tp: {}",
                          c.ref("model.n_head"), nearest_divisors(m.n_head(), p.tp())));
+  }
+  if (p.sequence_parallel() && p.tp() > 1 && t.seq_len() > 0) {
+    c.expect(t.seq_len() % p.tp() == 0, "training.seq_len",
+             fmt::format("is not divisible by parallel.tp = {}, which sequence parallelism "
+                         "needs; use a multiple of {} or turn parallel.sequence_parallel off",
+                         p.tp(), p.tp()));
   }
   if (p.pp() >= 1 && m.n_layer() > 0) {
     c.expect(m.n_layer() % p.pp() == 0, "parallel.pp",

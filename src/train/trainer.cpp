@@ -13,6 +13,7 @@
 #include "braid/core/logging.h"
 #include "braid/data/gpt2_tokenizer.h"
 #include "braid/dist/solo_process_group.h"
+#include "braid/parallel/tensor_parallel.h"
 
 namespace braid::train {
 
@@ -48,16 +49,18 @@ Trainer::Trainer(TrainConfig config, dist::ProcessGroupPtr world) : config_(std:
   const auto& tr = config_.training();
   if (tr.threads() > 0) omp_set_num_threads(tr.threads());
   const auto& par = config_.parallel();
-  BRAID_CHECK(par.tp() == 1 && par.pp() == 1,
-              "parallel.tp={} and parallel.pp={}: tensor and pipeline parallelism are not "
-              "implemented yet; use tp = pp = 1 (data parallelism works: parallel.dp)",
-              par.tp(), par.pp());
+  BRAID_CHECK(par.pp() == 1,
+              "parallel.pp={}: pipeline parallelism is not implemented yet; use pp = 1 (tensor "
+              "and data parallelism work: parallel.tp, parallel.dp)",
+              par.pp());
   if (!world) world = std::make_shared<dist::SoloProcessGroup>();
   grid_ = std::make_unique<dist::ParallelGrid>(
       world, dist::ParallelGrid::default_axes(par.tp(), 1, par.dp(), par.pp()));
   if (world->size() > 1) set_log_prefix(fmt::format("[{} {}]", world->rank(), grid_->describe()));
 
-  model_ = std::make_unique<nn::Gpt>(gpt_config(config_));
+  model_ = std::make_unique<nn::Gpt>(
+      gpt_config(config_),
+      parallel::TensorParallelGroup::from_grid(*grid_, par.sequence_parallel()));
   model_->init_weights(tr.seed());
   const auto& o = config_.optimizer();
   optimizer_ = optim::make_optimizer(
@@ -93,12 +96,12 @@ Trainer::Trainer(TrainConfig config, dist::ProcessGroupPtr world) : config_(std:
 
   peak_flops_ = measure_cpu_peak_flops();
   flops_per_token_ =
-      nn::training_flops_per_token(model_->config(), model_->num_parameters(), tr.seq_len());
+      nn::training_flops_per_token(model_->config(), model_->num_global_parameters(), tr.seq_len());
   if (!is_lead()) return;
   log().info("model: {} layers, {} heads, width {}, vocab {} (padded {}), {:.2f}M parameters",
              model_->config().n_layer, model_->config().n_head, model_->config().n_embd,
-             model_->config().vocab_size, model_->config().padded_vocab(),
-             static_cast<double>(model_->num_parameters()) / 1e6);
+             model_->config().vocab_size, model_->padded_vocab(),
+             static_cast<double>(model_->num_global_parameters()) / 1e6);
   log().info("data: {} train tokens; {} threads; peak {:.1f} GFLOP/s (sgemm); {} x{} ({})",
              train_sampler_->dataset().total_tokens(), omp_get_max_threads(), peak_flops_ / 1e9,
              strategy_->name(), world->size(), grid_->describe());
@@ -168,6 +171,12 @@ float Trainer::evaluate() {
       strategy_->reduce_metric(total / static_cast<double>(std::max<int64_t>(batches, 1))));
 }
 
+bool Trainer::samples_here() const {
+  for (const auto& axis : grid_->axes())
+    if (axis.name != "tp" && grid_->coord(axis.name) != 0) return false;
+  return true;
+}
+
 std::string Trainer::sample(const std::string& prompt) {
   if (!tokenizer_) tokenizer_ = load_tokenizer(config_);
   const auto& s = config_.sample();
@@ -199,9 +208,11 @@ void Trainer::fit() {
         (tr.log_every() <= 1 || step_ % tr.log_every() == 0 || step_ == total))
       log().info("{}", format_step(m, total));
     if (tr.val_every() > 0 && step_ % tr.val_every() == 0 && step_ != total) validate_now();
-    if (is_lead() && config_.sample().every() > 0 && step_ % config_.sample().every() == 0 &&
-        step_ != total)
-      log().info("sample: {}", sample(config_.sample().prompt()));
+    if (samples_here() && config_.sample().every() > 0 &&
+        step_ % config_.sample().every() == 0 && step_ != total) {
+      const std::string text = sample(config_.sample().prompt());
+      if (is_lead()) log().info("sample: {}", text);
+    }
   }
   bar.finish();
   validate_now();

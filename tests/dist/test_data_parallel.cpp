@@ -4,26 +4,15 @@
 #include <filesystem>
 #include <vector>
 
-#include "braid/data/token_shard.h"
 #include "braid/parallel/data_parallel.h"
 #include "braid/train/trainer.h"
 #include "dist_test.h"
+#include "training_equivalence.h"
 
 namespace braid::dist::testing {
 namespace {
 
 namespace fs = std::filesystem;
-
-// A small byte corpus every rank writes to its own folder (no sharing, no races).
-fs::path write_corpus(int rank) {
-  const fs::path dir = fs::temp_directory_path() /
-                       ("braid_dp_" + std::to_string(::getpid()) + "_" + std::to_string(rank));
-  fs::create_directories(dir);
-  std::vector<int32_t> tokens;
-  for (int i = 0; i < 8000; ++i) tokens.push_back(static_cast<int32_t>(32 + (i * 31 + i / 7) % 90));
-  data::write_token_shard(dir / "train_000.bin", std::span<const int32_t>(tokens));
-  return dir;
-}
 
 std::string config_text(const fs::path& dir, int dp, int batch, int accum,
                         const std::string& strategy, const std::string& optimizer) {
@@ -43,52 +32,14 @@ parallel {{ dp: {} strategy: "{}" {} }}
 constexpr double kLearningRate = 1e-2;
 const char* kAdamW = R"(name: "adamw" lr: 1e-2 weight_decay: 0.1 grad_clip: 1.0)";
 
-struct TrainingRun {
-  std::vector<float> losses;
-  std::map<std::string, std::vector<float>> params;
-};
-
-TrainingRun train(train::TrainConfig config, ProcessGroupPtr world, int steps) {
-  train::Trainer trainer(std::move(config), std::move(world));
-  TrainingRun run;
-  for (int i = 0; i < steps; ++i) run.losses.push_back(trainer.train_step().loss);
-  for (const auto& [name, p] : trainer.model().named_parameters()) run.params[name] = p.to_vector();
-  return run;
-}
-
-// Losses within 1e-5 relative; parameters within 1e-5 of their scale. One slice is special:
-// the key part of each attention's qkv bias adds a constant to every score of a query row,
-// which softmax ignores, so its true gradient is exactly 0 and what the runs see there is
-// round-off noise that Adam normalises into steps of up to lr. It is held to that bound.
 void expect_same_training(const TrainingRun& actual, const TrainingRun& expected,
                           const std::string& what) {
-  ASSERT_EQ(actual.losses.size(), expected.losses.size());
-  for (size_t i = 0; i < actual.losses.size(); ++i)
-    EXPECT_LE(std::fabs(actual.losses[i] - expected.losses[i]),
-              1e-5 * std::fabs(expected.losses[i]))
-        << what << " step " << i << ": " << actual.losses[i] << " vs " << expected.losses[i];
-  const double adam_bound = kLearningRate * static_cast<double>(actual.losses.size());
-  for (const auto& [name, values] : expected.params) {
-    const auto& got = actual.params.at(name);
-    const bool qkv_bias = name.find("attn.qkv.bias") != std::string::npos;
-    const size_t width = values.size() / 3;
-    double diff = 0, scale = 0;
-    for (size_t i = 0; i < values.size(); ++i) {
-      const double d = std::fabs(got[i] - values[i]);
-      if (qkv_bias && i >= width && i < 2 * width) {
-        EXPECT_LE(d, adam_bound) << what << " " << name << "[" << i << "] (key bias)";
-        continue;
-      }
-      diff = std::max(diff, d);
-      scale = std::max(scale, static_cast<double>(std::fabs(values[i])));
-    }
-    EXPECT_LE(diff, 1e-5 * std::max(scale, 1.0)) << what << " parameter " << name;
-  }
+  testing::expect_same_training(actual, expected, what, kLearningRate);
 }
 
 class DataParallelTest : public DistTest {
  protected:
-  void SetUp() override { dir_ = write_corpus(rank()); }
+  void SetUp() override { dir_ = write_corpus("braid_dp_", rank()); }
   void TearDown() override {
     fs::remove_all(dir_);
     DistTest::TearDown();

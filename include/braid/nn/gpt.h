@@ -2,6 +2,7 @@
 #pragma once
 
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "braid/nn/transformer.h"
@@ -18,9 +19,14 @@ struct GptConfig {
   bool recompute = false;      // activation checkpointing per block
   bool tie_embeddings = true;  // LM head shares wte's weight (GPT-2); false adds lm_head
 
-  int64_t padded_vocab() const;
+  // The embedding rows: vocab_size rounded up to a multiple of padded_vocab_multiple and of
+  // tp (each tensor-parallel rank holds an equal piece of the vocabulary).
+  int64_t padded_vocab(int tp = 1) const;
   // Throws a clear error for impossible shapes (heads not dividing width, sizes <= 0).
   void validate() const;
+  // Why `tp` ways of tensor parallelism cannot split this model (heads, width or MLP width
+  // not divisible; the message names the numbers and the nearest valid tp), or "".
+  std::string tensor_parallel_problem(int tp) const;
 };
 
 struct SampleOptions {
@@ -30,15 +36,20 @@ struct SampleOptions {
   uint64_t seed = 0;
 };
 
+// With a TensorParallel the model is Megatron's tensor-parallel GPT: vocabulary-parallel
+// embedding and tied head, heads and MLP split over the group, a vocabulary-parallel loss,
+// optionally sequence parallel. Parameter names are the single-process names; each rank
+// holds its shard (shard_specs() says which), initialised to exactly that slice.
 class Gpt : public Module {
  public:
-  explicit Gpt(const GptConfig& config);
+  explicit Gpt(const GptConfig& config, TensorParallelPtr tp = nullptr);
 
   // GPT-2 initialisation: N(0, 0.02), residual projections N(0, 0.02 / sqrt(2 * n_layer)),
   // zero biases, unit LayerNorm weights, zero padding rows. Layout-independent (nn/init.h).
   void init_weights(uint64_t seed);
 
-  // ids i32 [B, T] -> logits [B, T, padded_vocab].
+  // ids i32 [B, T] -> logits [B, T, padded_vocab / tp]: this rank's vocabulary columns,
+  // from vocab_begin(). Under sequence parallelism T must divide by tp.
   Tensor forward(const Tensor& ids) const;
   // Mean cross-entropy of the next-token targets (i32 [B, T]; -1 is ignored).
   Tensor loss(const Tensor& ids, const Tensor& targets) const;
@@ -46,13 +57,21 @@ class Gpt : public Module {
   std::vector<int32_t> generate(std::vector<int32_t> prompt, const SampleOptions& options) const;
 
   const GptConfig& config() const { return config_; }
-  std::shared_ptr<Embedding> wte, wpe;
+  const TensorParallelPtr& tensor_parallel() const { return tp_; }
+  int64_t vocab_begin() const { return wte->vocab_begin(); }
+  int64_t padded_vocab() const { return config_.padded_vocab(tp_ ? tp_->size() : 1); }
+
+  std::shared_ptr<VocabParallelEmbedding> wte;
+  std::shared_ptr<Embedding> wpe;
   std::vector<std::shared_ptr<Block>> blocks;
   std::shared_ptr<LayerNorm> ln_f;
-  std::shared_ptr<Embedding> lm_head;  // only when the head is not tied
+  std::shared_ptr<VocabParallelEmbedding> lm_head;  // only when the head is not tied
 
  private:
+  // Logits of the last position of `window` over the whole vocabulary (gathered under tp).
+  std::vector<float> last_logits(std::vector<int32_t> window) const;
   GptConfig config_;
+  TensorParallelPtr tp_;
 };
 
 // FLOPs per token of one training step by the DESIGN.md convention: 6N + 6 L T C.

@@ -3,6 +3,7 @@
 #pragma once
 
 #include "braid/nn/module.h"
+#include "braid/nn/tensor_parallel.h"
 
 namespace braid::nn {
 
@@ -20,12 +21,17 @@ class Embedding : public Module {
   Tensor weight;  // [num_embeddings, dim]
 };
 
+// Under sequence parallelism (a `tp` that says so) each rank normalises its piece of the
+// sequence; weight and bias stay replicated and their gradients are summed over the group.
 class LayerNorm : public Module {
  public:
-  explicit LayerNorm(int64_t dim, float eps = 1e-5f);
+  explicit LayerNorm(int64_t dim, float eps = 1e-5f, TensorParallelPtr tp = nullptr);
   Tensor forward(const Tensor& x) const;
   Tensor weight, bias;
   float eps;
+
+ private:
+  TensorParallelPtr tp_;
 };
 
 }  // namespace braid::nn

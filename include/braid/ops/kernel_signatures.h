@@ -83,6 +83,26 @@ BRAID_KERNEL_SIGNATURE(CrossEntropyBackwardKernel, "cross_entropy_backward", con
                        const Tensor& targets, const Tensor& lse, int64_t num_classes,
                        int64_t ignore_index, float scale, Tensor& dlogits);
 
+// Vocabulary-parallel cross-entropy over this rank's piece logits [N, Vs] of the vocabulary,
+// whose first `valid` columns are real classes (the rest is padding). targets are local
+// column indices, or kTargetElsewhere (another rank's piece holds the target) or
+// kTargetIgnored (the row takes no part).
+constexpr int32_t kTargetElsewhere = -1;
+constexpr int32_t kTargetIgnored = -2;
+// row_max[n] = max over the valid columns (-inf when valid == 0).
+BRAID_KERNEL_SIGNATURE(VocabShardMaxKernel, "vocab_shard_max", const Tensor& logits, int64_t valid,
+                       Tensor& row_max);
+// sum_exp[n] = sum over the valid columns of exp(logits[n, j] - row_max[n]) with the global
+// row_max; target_logit[n] = logits[n, targets[n]] when this piece holds the target, else 0.
+BRAID_KERNEL_SIGNATURE(VocabShardSumExpKernel, "vocab_shard_sum_exp", const Tensor& logits,
+                       const Tensor& targets, int64_t valid, const Tensor& row_max,
+                       Tensor& sum_exp, Tensor& target_logit);
+// dlogits[n, j] = scale * (exp(logits[n, j] - lse[n]) - [j == targets[n]]) on valid columns,
+// 0 on padding columns and on ignored rows (lse: the global log-sum-exp).
+BRAID_KERNEL_SIGNATURE(VocabShardBackwardKernel, "vocab_shard_backward", const Tensor& logits,
+                       const Tensor& targets, int64_t valid, const Tensor& lse, float scale,
+                       Tensor& dlogits);
+
 // One AdamW update of a dense f32 parameter in place (decoupled weight decay).
 struct AdamWHyper {
   float lr, beta1, beta2, eps, weight_decay;

@@ -29,5 +29,7 @@ struct ClipResult {
 // Global L2 norm of the gradients (undefined gradients count as zero) and the clipping
 // coefficient for max_norm (<= 0: no clipping). Does not modify the gradients.
 ClipResult clip_coefficient(const std::vector<Tensor>& params, float max_norm);
+// The clipping coefficient for a norm computed elsewhere (e.g. over a parallel grid).
+ClipResult clip_for_norm(double norm, float max_norm);
 
 }  // namespace braid::optim

@@ -80,6 +80,7 @@ class DataParallel final : public Strategy {
   Tensor shard_grads_, exp_avg_, exp_avg_sq_;
   std::vector<Segment> segments_;
   std::vector<float> weight_decay_;
+  std::vector<bool> tp_sharded_;  // per parameter: split over tensor parallelism
   int64_t step_ = 0;
 };
 

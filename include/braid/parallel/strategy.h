@@ -40,8 +40,8 @@ class Strategy {
   virtual void begin_backward(bool last_micro_step) {}
   virtual void on_grad_ready(Tensor& param) {}
   virtual void finish_backward() {}
-  // Default: the norm of this rank's gradients, which is global when every rank holds full,
-  // identical gradients.
+  // Default: the norm of the model's gradients over the tensor-parallel group (global when
+  // the gradients are already reduced over data parallelism).
   virtual optim::ClipResult clip(float max_norm);
   // Default: optimizer.step(lr, grad_scale).
   virtual void step(float lr, float grad_scale);
@@ -55,6 +55,17 @@ class Strategy {
   optim::Optimizer* optimizer_ = nullptr;
   const dist::ParallelGrid* grid_ = nullptr;
 };
+
+// Squared gradient norms of one rank, split by how tensor parallelism lays parameters out.
+struct GradSquares {
+  double sharded = 0;     // parameters split over tp: each rank holds a different piece
+  double replicated = 0;  // parameters every tp rank holds whole (and identical)
+};
+// The global gradient norm: sharded squares summed over the tp group, replicated ones once.
+// Collective over the grid's tp group when it has more than one rank.
+double global_grad_norm(const GradSquares& squares, const dist::ParallelGrid& grid);
+// This rank's squares of the model's gradients, classified by the model's shard specs.
+GradSquares grad_squares(const nn::Module& model);
 
 using StrategyFactory = std::function<std::unique_ptr<Strategy>(const StrategyOptions& options)>;
 

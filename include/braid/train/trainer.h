@@ -41,8 +41,12 @@ class Trainer {
   StepMetrics train_step();
   // Mean validation loss over val_steps batches from the start of the validation set.
   float evaluate();
-  // Continues `prompt` with the sample settings of the config.
+  // Continues `prompt` with the sample settings of the config. Collective over the
+  // tensor-parallel group: the ranks where samples_here() is true call it together.
   std::string sample(const std::string& prompt);
+  // True on the ranks of the first model replica (every coordinate but tp is 0), which
+  // generate samples; world rank 0 is one of them.
+  bool samples_here() const;
 
   nn::Gpt& model() { return *model_; }
   optim::Optimizer& optimizer() { return *optimizer_; }

@@ -76,6 +76,42 @@ TEST(Gpt, ConfigValidation) {
   EXPECT_ERROR_CONTAINS(nn::CausalSelfAttention(10, 4), "width 10 is not divisible by 4 heads");
 }
 
+// Tensor parallelism pads the vocabulary to a multiple of tp as well, and names the sizes that
+// do not split with the nearest tp values that would.
+TEST(Gpt, TensorParallelLayoutChecks) {
+  nn::GptConfig c = tiny(64);
+  c.vocab_size = 50;
+  EXPECT_EQ(c.padded_vocab(1), 64);
+  EXPECT_EQ(c.padded_vocab(4), 64);
+  EXPECT_EQ(c.padded_vocab(3), 192);
+  c.padded_vocab_multiple = 1;
+  EXPECT_EQ(c.padded_vocab(4), 52);
+  c.n_head = 12;
+  c.n_embd = 48;
+  EXPECT_EQ(c.tensor_parallel_problem(4), "");
+  EXPECT_EQ(c.tensor_parallel_problem(12), "");
+  EXPECT_EQ(c.tensor_parallel_problem(5),
+            "tensor parallelism tp=5 does not divide model.n_head = 12; nearest valid tp: 4 or 6");
+  EXPECT_EQ(c.tensor_parallel_problem(16),
+            "tensor parallelism tp=16 does not divide model.n_head = 12; nearest valid tp: 12");
+  c.n_head = 8;
+  c.n_embd = 24;  // 8 heads of width 3 split over 8 ranks
+  EXPECT_EQ(c.tensor_parallel_problem(8), "");
+  EXPECT_NE(c.tensor_parallel_problem(0).find("must be >= 1"), std::string::npos);
+}
+
+// Parameters record which slice of the single-process tensor they hold; unsharded ones hold
+// all of it.
+TEST(Gpt, ShardSpecsOfTheSingleProcessModelAreWhole) {
+  nn::Gpt model(tiny());
+  const auto specs = model.shard_specs();
+  ASSERT_EQ(specs.size(), model.named_parameters().size());
+  for (const auto& [name, p] : model.named_parameters()) {
+    EXPECT_TRUE(specs.at(name).is_whole()) << name;
+    EXPECT_EQ(specs.at(name).global_shape, p.shape()) << name;
+  }
+}
+
 TEST(Gpt, ForwardInputErrors) {
   nn::Gpt model(tiny());
   model.init_weights(1);

@@ -1,0 +1,83 @@
+// Column-, row- and vocabulary-parallel layers over nn::TensorParallel.
+#include "braid/nn/parallel_layers.h"
+
+#include "braid/ops.h"
+
+namespace braid::nn {
+namespace {
+
+int ways(const TensorParallelPtr& tp) {
+  return tp ? tp->size() : 1;
+}
+int piece(const TensorParallelPtr& tp) {
+  return tp ? tp->rank() : 0;
+}
+
+}  // namespace
+
+ColumnParallelLinear::ColumnParallelLinear(int64_t in_features, int64_t out_features,
+                                           TensorParallelPtr tp, bool with_bias, int64_t groups)
+    : tp_(std::move(tp)) {
+  const auto w = ShardSpec::split_groups({out_features, in_features}, 0, static_cast<int>(groups),
+                                         ways(tp_), piece(tp_));
+  weight = register_parameter("weight", Tensor::zeros(w.local_shape), w);
+  if (with_bias) {
+    const auto b =
+        ShardSpec::split_groups({out_features}, 0, static_cast<int>(groups), ways(tp_), piece(tp_));
+    bias = register_parameter("bias", Tensor::zeros(b.local_shape), b);
+  }
+}
+
+Tensor ColumnParallelLinear::forward(const Tensor& x) const {
+  return linear(enter_tensor_parallel(tp_.get(), x, x.dim() - 2), weight, bias);
+}
+
+RowParallelLinear::RowParallelLinear(int64_t in_features, int64_t out_features,
+                                     TensorParallelPtr tp, bool with_bias)
+    : tp_(std::move(tp)) {
+  const auto w = ShardSpec::split({out_features, in_features}, 1, ways(tp_), piece(tp_));
+  weight = register_parameter("weight", Tensor::zeros(w.local_shape), w);
+  if (with_bias) bias = register_parameter("bias", Tensor::zeros({out_features}));
+}
+
+Tensor RowParallelLinear::forward(const Tensor& x) const {
+  if (!tp_) return linear(x, weight, bias);
+  // The bias joins after the sum over ranks, so it is added once.
+  Tensor y = exit_tensor_parallel(tp_.get(), linear(x, weight), x.dim() - 2);
+  return bias.defined() ? add(y, replicated_parameter(tp_.get(), bias)) : y;
+}
+
+VocabParallelEmbedding::VocabParallelEmbedding(int64_t num_embeddings, int64_t dim,
+                                               TensorParallelPtr tp)
+    : tp_(std::move(tp)) {
+  const auto w = ShardSpec::split({num_embeddings, dim}, 0, ways(tp_), piece(tp_));
+  weight = register_parameter("weight", Tensor::zeros(w.local_shape), w);
+  vocab_begin_ = w.offsets[0];
+}
+
+Tensor VocabParallelEmbedding::forward(const Tensor& ids) const {
+  if (!tp_) return embedding(weight, ids);
+  // Ids outside this rank's rows look up row 0 and are masked to zero; the sum over ranks
+  // then holds exactly one row per id.
+  const Tensor dense = ids.contiguous();
+  const int32_t* id = dense.data<int32_t>();
+  const int64_t rows = weight.size(0), n = dense.numel();
+  std::vector<int32_t> local(n);
+  std::vector<float> mask(n);
+  for (int64_t i = 0; i < n; ++i) {
+    BRAID_CHECK(id[i] >= 0 && id[i] < rows * tp_->size(),
+                "token id {} at position {} is outside the embedding's vocabulary [0, {})", id[i],
+                i, rows * tp_->size());
+    const int64_t row = id[i] - vocab_begin_;
+    const bool mine = row >= 0 && row < rows;
+    local[i] = mine ? static_cast<int32_t>(row) : 0;
+    mask[i] = mine ? 1.0f : 0.0f;
+  }
+  Shape mask_shape = ids.shape();
+  mask_shape.push_back(1);
+  const Tensor partial = mul(embedding(weight, Tensor::from_vector(local, ids.shape())),
+                             Tensor::from_vector(mask, mask_shape));
+  return exit_tensor_parallel(tp_.get(), partial, partial.dim() - 2);
+}
+
+}  // namespace braid::nn

@@ -1,0 +1,21 @@
+// The region entry/exit rules shared by the parallel layers and the GPT model.
+#include "braid/nn/tensor_parallel.h"
+
+namespace braid::nn {
+
+Tensor enter_tensor_parallel(const TensorParallel* tp, const Tensor& x, int seq_dim) {
+  if (!tp) return x;
+  return tp->sequence_parallel() ? tp->gather_sequence(x, seq_dim) : tp->copy_to_region(x);
+}
+
+Tensor exit_tensor_parallel(const TensorParallel* tp, const Tensor& x, int seq_dim) {
+  if (!tp) return x;
+  return tp->sequence_parallel() ? tp->reduce_scatter_sequence(x, seq_dim)
+                                 : tp->reduce_from_region(x);
+}
+
+Tensor replicated_parameter(const TensorParallel* tp, const Tensor& param) {
+  return tp && tp->sequence_parallel() ? tp->copy_to_region(param) : param;
+}
+
+}  // namespace braid::nn
