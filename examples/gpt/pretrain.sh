@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # The main command: installs what is missing, builds braid, prepares the King James Bible as
 # GPT-2 tokens, pretrains the tiny GPT on it and prints a generated sample.
-# Trains data parallel on 2 ranks by default (mpirun); --ranks N changes that (1: no mpirun).
-#   examples/gpt/pretrain.sh [--ranks N] [--config FILE] [--steps N] [--set field=value ...]
+# Trains data parallel on 2 ranks by default (mpirun); --ranks N changes that (1: no mpirun);
+# --tp T splits the model over T of them (tensor parallel; dp = ranks / T), and
+# --sequence-parallel also shards LayerNorm and residual activations along the sequence.
+#   examples/gpt/pretrain.sh [--ranks N] [--tp T] [--sequence-parallel] [--config FILE]
+#                            [--steps N] [--set field=value ...]
 # env: BRAID_BUILD_DIR (default build/), BRAID_DATA_DIR (default data/)
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -16,6 +19,7 @@ BRAID_BUILD_DIR="$build" "$root/examples/gpt/prepare_data.sh"
 
 config="$root/examples/gpt/configs/tiny.textproto"
 ranks=2
+tp=1
 args=()
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -23,16 +27,25 @@ while [ $# -gt 0 ]; do
     --config=*) config=${1#--config=}; shift ;;
     --ranks) ranks=$2; shift 2 ;;
     --ranks=*) ranks=${1#--ranks=}; shift ;;
+    --tp) tp=$2; shift 2 ;;
+    --tp=*) tp=${1#--tp=}; shift ;;
+    --sequence-parallel) args+=(--set parallel.sequence_parallel=true); shift ;;
     *) args+=("$1"); shift ;;
   esac
 done
 [[ "$ranks" =~ ^[1-9][0-9]*$ ]] || { echo "pretrain.sh: --ranks needs a positive number, got '$ranks'" >&2; exit 2; }
+[[ "$tp" =~ ^[1-9][0-9]*$ ]] || { echo "pretrain.sh: --tp needs a positive number, got '$tp'" >&2; exit 2; }
+if [ $((ranks % tp)) -ne 0 ]; then
+  echo "pretrain.sh: --tp $tp does not divide --ranks $ranks (ranks = tp x dp); try --ranks $(( (ranks / tp + 1) * tp ))" >&2
+  exit 2
+fi
 
 # OpenMP threads wait passively so OpenBLAS and braid's loops do not spin against each other.
 export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-PASSIVE}
 cd "$root"
+layout=(--set parallel.tp="$tp" --set parallel.dp=$((ranks / tp)))
 if [ "$ranks" -eq 1 ]; then
-  exec "$build/examples/pretrain_gpt" --config "$config" "${args[@]}"
+  exec "$build/examples/pretrain_gpt" --config "$config" "${layout[@]}" "${args[@]}"
 fi
 # One rank per core is the sweet spot; more ranks than cores still run (oversubscribed).
 # Ranks get a pty from mpirun even when this script's output goes to a file: tell them.
@@ -41,5 +54,4 @@ launcher=(mpirun -np "$ranks" --bind-to none -x OMP_WAIT_POLICY)
 [ -n "${BRAID_PROGRESS:-}" ] && launcher+=(-x BRAID_PROGRESS)
 [ "$(id -u)" -eq 0 ] && launcher+=(--allow-run-as-root)
 [ "$ranks" -gt "$(nproc)" ] && launcher+=(--oversubscribe)
-exec "${launcher[@]}" "$build/examples/pretrain_gpt" --config "$config" \
-  --set parallel.dp="$ranks" "${args[@]}"
+exec "${launcher[@]}" "$build/examples/pretrain_gpt" --config "$config" "${layout[@]}" "${args[@]}"

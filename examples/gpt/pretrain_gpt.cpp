@@ -26,9 +26,9 @@ int main(int argc, char** argv) {
     if (trainer.is_lead() && vals.size() >= 2)
       braid::log().info("validation loss {:.4f} -> {:.4f}", vals.front().second,
                         vals.back().second);
-    if (trainer.is_lead() && trainer.config().sample().tokens() > 0) {
+    if (trainer.samples_here() && trainer.config().sample().tokens() > 0) {
       const std::string text = trainer.sample(trainer.config().sample().prompt());
-      std::printf("---- sample ----\n%s\n----------------\n", text.c_str());
+      if (trainer.is_lead()) std::printf("---- sample ----\n%s\n----------------\n", text.c_str());
     }
     braid::dist::finalize();
     return 0;
