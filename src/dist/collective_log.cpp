@@ -45,10 +45,23 @@ uint64_t CollectiveLog::add(CollectiveRecord record) {
   const uint64_t ticket = next_ticket_++;
   Slot& slot = slots_[ticket % kCapacity];
   slot.ticket = ticket;
+  TrafficCount& count = traffic_[record.group][record.op];
+  ++count.calls;
+  count.bytes += record.numel * static_cast<int64_t>(dtype_size(record.dtype));
   slot.record = std::move(record);
   slot.issued_steady = std::chrono::steady_clock::now();
   slot.started = false;
   return ticket;
+}
+
+TrafficTable CollectiveLog::traffic() const {
+  std::lock_guard lock(mutex_);
+  return traffic_;
+}
+
+void CollectiveLog::reset_traffic() {
+  std::lock_guard lock(mutex_);
+  traffic_.clear();
 }
 
 CollectiveLog::Slot* CollectiveLog::find(uint64_t ticket) {

@@ -57,6 +57,42 @@ TEST(CollectiveLog, KeepsTheLastSixtyFourInOrder) {
   EXPECT_NE(text.find("timed out"), std::string::npos) << text;
 }
 
+// Traffic totals survive the ring's wrap-around and count whole buffers per (group, op).
+TEST(CollectiveLog, CountsTrafficPerGroupAndOp) {
+  CollectiveLog log;
+  for (int i = 0; i < 100; ++i) {
+    CollectiveRecord r;
+    r.group = i % 2 ? "tp" : "dp";
+    r.op = i % 4 < 2 ? "all_reduce" : "all_gather";
+    r.dtype = i % 2 ? DType::f32 : DType::bf16;
+    r.numel = 10;
+    log.add(r);
+  }
+  const TrafficTable t = log.traffic();
+  EXPECT_EQ(t.at("tp").at("all_reduce").calls, 25);
+  EXPECT_EQ(t.at("tp").at("all_reduce").bytes, 25 * 40);
+  EXPECT_EQ(t.at("dp").at("all_gather").bytes, 25 * 20);
+  log.reset_traffic();
+  EXPECT_TRUE(log.traffic().empty());
+}
+
+// The process-wide log sees what a real group issues: an all-reduce's tensor and an
+// all-gather's whole output.
+class GroupTraffic : public DistTest {};
+TEST_F(GroupTraffic, RealCollectivesAreCounted) {
+  collective_log().reset_traffic();
+  Tensor t = Tensor::full({6}, 1.0f);
+  world().all_reduce(t)->wait();
+  world().all_reduce(t)->wait();
+  Tensor gathered = Tensor::empty({3 * size()});
+  world().all_gather(Tensor::full({3}, 2.0f), gathered)->wait();
+  const TrafficTable traffic = collective_log().traffic();
+  const auto& ops = traffic.at(world().name());
+  EXPECT_EQ(ops.at("all_reduce").calls, 2);
+  EXPECT_EQ(ops.at("all_reduce").bytes, 2 * 6 * 4);
+  EXPECT_EQ(ops.at("all_gather").bytes, 3 * size() * 4);
+}
+
 TEST(CollectiveLog, EmptyLogSaysSo) {
   CollectiveLog log;
   EXPECT_NE(log.format().find("no collectives"), std::string::npos);

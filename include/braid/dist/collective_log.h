@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <map>
 #include <mutex>
 #include <string>
 #include <string_view>
@@ -35,6 +36,16 @@ struct CollectiveRecord {
   CollectiveStatus status = CollectiveStatus::queued;
 };
 
+// Totals of one (group, op) pair since the last reset_traffic().
+struct TrafficCount {
+  int64_t calls = 0;
+  // The operations' buffer sizes: the tensor of an all-reduce, broadcast, send or recv, the
+  // whole (unscattered / gathered) buffer of a reduce-scatter or all-gather.
+  int64_t bytes = 0;
+};
+// group name -> op name -> totals.
+using TrafficTable = std::map<std::string, std::map<std::string, TrafficCount>>;
+
 // A fixed-size ring of records shared by every group of the process (all backends), so the
 // dump after a failure shows how the groups interleaved. Thread-safe; updates to a record
 // that has already been overwritten are dropped.
@@ -54,6 +65,11 @@ class CollectiveLog {
   // Writes format() to braid::log() at error level, headed by `reason`.
   void dump_to_log(std::string_view reason) const;
 
+  // What every group of this process issued since the last reset (benchmarks use it to
+  // measure communication volume per step).
+  TrafficTable traffic() const;
+  void reset_traffic();
+
  private:
   struct Slot {
     uint64_t ticket = 0;  // 0: never used
@@ -67,6 +83,7 @@ class CollectiveLog {
   mutable std::mutex mutex_;
   Slot slots_[kCapacity];
   uint64_t next_ticket_ = 1;
+  TrafficTable traffic_;
 };
 
 // The process-wide log every backend records into.
