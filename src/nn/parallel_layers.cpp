@@ -16,8 +16,12 @@ int piece(const TensorParallelPtr& tp) {
 }  // namespace
 
 ColumnParallelLinear::ColumnParallelLinear(int64_t in_features, int64_t out_features,
-                                           TensorParallelPtr tp, bool with_bias, int64_t groups)
-    : tp_(std::move(tp)) {
+                                           TensorParallelPtr tp, bool with_bias, int64_t groups,
+                                           bool gather_output)
+    : tp_(std::move(tp)), gather_output_(gather_output) {
+  // A gathered output of grouped features would interleave the groups rank by rank.
+  BRAID_CHECK(!gather_output || groups == 1,
+              "a column-parallel layer with {} feature groups cannot gather its output", groups);
   const auto w = ShardSpec::split_groups({out_features, in_features}, 0, static_cast<int>(groups),
                                          ways(tp_), piece(tp_));
   weight = register_parameter("weight", Tensor::zeros(w.local_shape), w);
@@ -29,12 +33,13 @@ ColumnParallelLinear::ColumnParallelLinear(int64_t in_features, int64_t out_feat
 }
 
 Tensor ColumnParallelLinear::forward(const Tensor& x) const {
-  return linear(enter_tensor_parallel(tp_.get(), x, x.dim() - 2), weight, bias);
+  Tensor y = linear(enter_tensor_parallel(tp_.get(), x, x.dim() - 2), weight, bias);
+  return tp_ && gather_output_ ? tp_->gather_from_region(y, -1) : y;
 }
 
 RowParallelLinear::RowParallelLinear(int64_t in_features, int64_t out_features,
-                                     TensorParallelPtr tp, bool with_bias)
-    : tp_(std::move(tp)) {
+                                     TensorParallelPtr tp, bool with_bias, bool input_is_parallel)
+    : tp_(std::move(tp)), input_is_parallel_(input_is_parallel) {
   const auto w = ShardSpec::split({out_features, in_features}, 1, ways(tp_), piece(tp_));
   weight = register_parameter("weight", Tensor::zeros(w.local_shape), w);
   if (with_bias) bias = register_parameter("bias", Tensor::zeros({out_features}));
@@ -42,8 +47,9 @@ RowParallelLinear::RowParallelLinear(int64_t in_features, int64_t out_features,
 
 Tensor RowParallelLinear::forward(const Tensor& x) const {
   if (!tp_) return linear(x, weight, bias);
+  const Tensor piece = input_is_parallel_ ? x : tp_->scatter_to_region(x, -1);
   // The bias joins after the sum over ranks, so it is added once.
-  Tensor y = exit_tensor_parallel(tp_.get(), linear(x, weight), x.dim() - 2);
+  Tensor y = exit_tensor_parallel(tp_.get(), linear(piece, weight), x.dim() - 2);
   return bias.defined() ? add(y, replicated_parameter(tp_.get(), bias)) : y;
 }
 

@@ -140,6 +140,35 @@ TEST_F(TensorParallelLayers, RowParallelLinearMatchesLinear) {
   }
 }
 
+// The optional ends: a column-parallel layer that gathers its output and a row-parallel
+// layer that takes the whole input, chained as an MLP whose ends see whole tensors.
+TEST_F(TensorParallelLayers, GatheredOutputAndWholeInputMatchLinear) {
+  const int64_t b = 2, t = 12, width = 12;
+  for (bool sp : {false, true}) {
+    nn::ColumnParallelLinear twin_in(width, 2 * width, nullptr);
+    nn::ColumnParallelLinear shard_in(width, 2 * width, tp(sp), true, 1, /*gather_output=*/true);
+    nn::RowParallelLinear twin_out(2 * width, width, nullptr);
+    nn::RowParallelLinear shard_out(2 * width, width, tp(sp), true, /*input_is_parallel=*/false);
+    for (nn::Module* m : std::initializer_list<nn::Module*>{&twin_in, &shard_in})
+      init_like_twin(*m, 21);
+    for (nn::Module* m : std::initializer_list<nn::Module*>{&twin_out, &shard_out})
+      init_like_twin(*m, 22);
+    auto seq = [&](const Tensor& x) { return sp ? piece(x, 1) : x; };
+    // Gathered column output then a whole-input row layer: the middle is whole on every rank.
+    compare(
+        shard_in, twin_in,
+        [&](const Tensor& x) { return gelu(shard_in.forward(x)); },
+        [&](const Tensor& x) { return gelu(twin_in.forward(x)); }, randn({b, t, width}, 23), seq,
+        [&](const Tensor& y) { return y; }, fmt::format("gathered column output, sp={}", sp));
+    compare(
+        shard_out, twin_out, [&](const Tensor& x) { return shard_out.forward(x); },
+        [&](const Tensor& x) { return twin_out.forward(x); }, randn({b, t, 2 * width}, 24),
+        [&](const Tensor& x) { return x; }, seq, fmt::format("whole-input row layer, sp={}", sp));
+  }
+  EXPECT_ERROR_CONTAINS(nn::ColumnParallelLinear(width, 3 * width, tp(false), true, 3, true),
+                        "cannot gather its output");
+}
+
 TEST_F(TensorParallelLayers, VocabParallelEmbeddingMatchesEmbedding) {
   const int64_t vocab = 48, dim = 12;
   for (bool sp : {false, true}) {
