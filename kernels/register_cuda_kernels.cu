@@ -10,6 +10,7 @@
 #include "embedding/embedding.cuh"
 #include "gemm/gemm.cuh"
 #include "loss/cross_entropy.cuh"
+#include "loss/vocab_parallel_cross_entropy.cuh"
 #include "norm/layer_norm.cuh"
 #include "norm/softmax.cuh"
 #include "optim/adamw.cuh"
@@ -39,6 +40,9 @@ void register_cuda_kernels(KernelRegistry& r) {
   r.add<EmbeddingBackwardKernel>(kCuda, &cuda::embedding_backward);
   r.add<CrossEntropyForwardKernel>(kCuda, &cuda::cross_entropy_forward);
   r.add<CrossEntropyBackwardKernel>(kCuda, &cuda::cross_entropy_backward);
+  r.add<VocabShardMaxKernel>(kCuda, &cuda::vocab_shard_max);
+  r.add<VocabShardSumExpKernel>(kCuda, &cuda::vocab_shard_sum_exp);
+  r.add<VocabShardBackwardKernel>(kCuda, &cuda::vocab_shard_backward);
   r.add<AdamWKernel>(kCuda, &cuda::adamw);
   r.add<SgdKernel>(kCuda, &cuda::sgd);
 }

@@ -30,6 +30,7 @@
 #include "embedding/embedding.cuh"
 #include "gemm/gemm.cuh"
 #include "launch_config.h"
+#include "loss/vocab_parallel_cross_entropy.cuh"
 #include "norm/layer_norm.cuh"
 #include "optim/adamw.cuh"
 #endif
@@ -357,6 +358,58 @@ TEST(CudaKernels, CrossEntropyMatchesCpu) {
     for (int64_t j = classes; j < vp; ++j) ASSERT_EQ(d[r * vp + j], 0.0f) << "padding " << r;
 }
 
+TEST(CudaKernels, VocabShardMatchesCpu) {
+  if (braid::cuda::device_count() == 0) GTEST_SKIP() << "no CUDA device";
+  const int64_t rows = 7, vs = 37;
+  // A full piece, one with padding, and one holding only padding.
+  for (const int64_t valid : {int64_t{37}, int64_t{20}, int64_t{0}}) {
+    SCOPED_TRACE(::testing::Message() << "valid " << valid);
+    Tensor logits = randn({rows, vs}, 70 + valid, 2.0f);
+    float* lp = logits.data<float>();
+    for (int64_t r = 0; r < rows; ++r)  // padding columns huge: they must not count
+      for (int64_t j = valid; j < vs; ++j) lp[r * vs + j] = 1e4f;
+    std::vector<int32_t> targets(rows, ops::kTargetElsewhere);
+    if (valid > 0) targets = testing::ids_of(testing::random_ids({rows}, valid, 71));
+    targets[1] = targets[4] = ops::kTargetElsewhere;
+    targets[2] = ops::kTargetIgnored;
+    Tensor tg = Tensor::from_vector(targets, {rows});
+    Tensor mx = Tensor::empty({rows}), se = Tensor::empty({rows}), tl = Tensor::empty({rows});
+    cpu_kernel<ops::VocabShardMaxKernel>()(logits, valid, mx);
+    cpu_kernel<ops::VocabShardSumExpKernel>()(logits, tg, valid, mx, se, tl);
+    Tensor logits_dev = gpu(logits), tg_dev = gpu(tg);
+    Tensor mx_dev = gpu_empty({rows}), se_dev = gpu_empty({rows}), tl_dev = gpu_empty({rows});
+    cuda_kernel<ops::VocabShardMaxKernel>()(logits_dev, valid, mx_dev);
+    // From the CPU's maxima, so only the exp-sum's own rounding is compared.
+    cuda_kernel<ops::VocabShardSumExpKernel>()(logits_dev, tg_dev, valid, gpu(mx), se_dev, tl_dev);
+    // A max and a gathered logit involve no rounding (-inf on a padding-only piece, 0 for a
+    // target held elsewhere or ignored).
+    expect_close(host(mx_dev), mx, 0.0, 0.0);
+    expect_close(host(tl_dev), tl, 0.0, 0.0);
+    // As cross_entropy's lse: a positive sum of <= 300 exps errs by <= 300 / 8 * eps for the
+    // CPU's lanes plus the 2-ulp exps, ~3e-6 relative (37 terms here, well inside it).
+    expect_close(host(se_dev), se, 5e-6, 0.0);
+
+    // A global lse above this piece's own, as when the other pieces add their exp-sums.
+    const std::vector<float> mxv = mx.to_vector(), sev = se.to_vector();
+    std::vector<float> lse_values(rows);
+    for (int64_t r = 0; r < rows; ++r)
+      lse_values[r] = (valid > 0 ? mxv[r] + std::log(sev[r]) : 0.0f) + 0.5f;
+    const Tensor lse = Tensor::from_vector(lse_values, {rows});
+    const float scale = 1.0f / 48;
+    Tensor dlogits = Tensor::empty({rows, vs}), dlogits_dev = gpu_empty({rows, vs});
+    cpu_kernel<ops::VocabShardBackwardKernel>()(logits, tg, valid, lse, scale, dlogits);
+    cuda_kernel<ops::VocabShardBackwardKernel>()(logits_dev, tg_dev, valid, gpu(lse), scale,
+                                                 dlogits_dev);
+    // As cross_entropy's gradient: exps within 3.2 ulp relative, the target entry ~4 ulp of
+    // scale absolute after subtracting scale.
+    expect_close(host(dlogits_dev), dlogits, 1e-6, 8 * kEps * scale);
+    const std::vector<float> d = host(dlogits_dev).to_vector();
+    for (int64_t j = 0; j < vs; ++j) EXPECT_EQ(d[2 * vs + j], 0.0f) << "ignored row, column " << j;
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t j = valid; j < vs; ++j) ASSERT_EQ(d[r * vs + j], 0.0f) << "padding " << r;
+  }
+}
+
 TEST(CudaKernels, EmbeddingMatchesCpuBitwise) {
   if (braid::cuda::device_count() == 0) GTEST_SKIP() << "no CUDA device";
   const int64_t vocab = 50, c = 200, tokens = 2500;  // many repeats per row
@@ -595,6 +648,9 @@ TEST(CudaHost, EveryKernelIsRegistered) {
         "attention_forward", "attention_backward", "embedding_forward", "embedding_backward",
         "cross_entropy_forward", "cross_entropy_backward", "adamw", "sgd"})
     EXPECT_TRUE(KernelRegistry::instance().has(op, DeviceKind::cuda)) << op;
+  // A second list: clang-format lays one of over 20 names out one per line.
+  for (const char* op : {"vocab_shard_max", "vocab_shard_sum_exp", "vocab_shard_backward"})
+    EXPECT_TRUE(KernelRegistry::instance().has(op, DeviceKind::cuda)) << op;
   EXPECT_NO_THROW(device_memory(DeviceKind::cuda));
 }
 
@@ -638,6 +694,7 @@ TEST(CudaHost, ArgumentChecksRunBeforeAnyLaunch) {
   Tensor mean = fake_cuda({4}), rstd = fake_cuda({4}), dx = fake_cuda({4, 8});
   EXPECT_ERROR_CONTAINS(cuda::layer_norm_backward(x, fake_cuda({8}), mean, rstd, x, dx, dw, db),
                         "dbias must have shape [8]");
+  EXPECT_ERROR_CONTAINS(cuda::vocab_shard_max(x, 9, mean), "valid 9 must be in [0, 8]");
   // Well-formed arguments reach the device guard, which reports the missing device cleanly.
   if (cuda::device_count() == 0) {
     Tensor y = fake_cuda({4, 8});
