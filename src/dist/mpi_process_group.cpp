@@ -305,10 +305,18 @@ class MpiGroupState final : public MonitoredGroup,
     return any;
   }
 
+  // Retires every finished operation. Collectives run one at a time in issue order, so they
+  // finish in that order anyway; a send or recv completes as soon as it is done, whatever was
+  // posted before it (a pipeline waits for the activation it needs now while an earlier-posted
+  // receive for later is still open).
   void retire_locked() {
-    while (!active_.empty() && active_.front()->finished.load(std::memory_order_acquire)) {
-      std::unique_ptr<PendingOp> op = std::move(active_.front());
-      active_.pop_front();
+    for (auto it = active_.begin(); it != active_.end();) {
+      if (!(*it)->finished.load(std::memory_order_acquire)) {
+        ++it;
+        continue;
+      }
+      std::unique_ptr<PendingOp> op = std::move(*it);
+      it = active_.erase(it);
       if (is_collective(op->kind) && !op->error) completed_ = op->seq;
       complete_locked(*op->work, op->error, op->ticket,
                       op->error ? CollectiveStatus::failed : CollectiveStatus::done);
@@ -350,7 +358,7 @@ class MpiGroupState final : public MonitoredGroup,
   std::condition_variable cv_;                     // Works completing, the progress thread exiting
   std::condition_variable queue_cv_;               // operations arriving for the progress thread
   std::deque<std::unique_ptr<PendingOp>> queue_;   // issued, not started
-  std::deque<std::unique_ptr<PendingOp>> active_;  // started, not retired (in issue order)
+  std::deque<std::unique_ptr<PendingOp>> active_;  // started, not retired (issue order)
   int64_t issued_ = 0;
   int64_t started_ = 0;
   int64_t completed_ = 0;

@@ -136,10 +136,30 @@ TEST_F(DistTest, MixedCollectivesAndPointToPointInFlight) {
   WorkPtr ar = world().all_reduce(sum);
   WorkPtr r = world().recv(in, prev, 11);
   ar->wait();
-  EXPECT_TRUE(s->is_completed());  // earlier Works complete first
   r->wait();
+  s->wait();
   EXPECT_EQ(sum.to_vector()[0], n);
   EXPECT_EQ(in.to_vector()[4095], prev);
+}
+
+// A receive completes as soon as its data is there, even while a receive posted before it is
+// still open (a pipeline waits for the activation it needs now, not for one posted for later).
+TEST_F(DistTest, PointToPointCompletesOutOfIssueOrder) {
+  const int n = size(), next = (rank() + 1) % n, prev = (rank() + n - 1) % n;
+  Tensor later = Tensor::zeros({16}), now = Tensor::zeros({16});
+  WorkPtr r_later = world().recv(later, prev, 21);
+  WorkPtr r_now = world().recv(now, prev, 22);
+  Tensor payload = Tensor::full({16}, static_cast<float>(rank()));
+  WorkPtr s_now = world().send(payload, next, 22);
+  // Under issue-order completion this would wait for tag 21, which every rank sends only
+  // below: a deadlock around the ring (the collective timeout would report it).
+  r_now->wait();
+  EXPECT_EQ(now.to_vector()[0], prev);
+  WorkPtr s_later = world().send(payload, next, 21);
+  r_later->wait();
+  EXPECT_EQ(later.to_vector()[15], prev);
+  s_now->wait();
+  s_later->wait();
 }
 
 TEST_F(DistTest, InvalidInputsThrowAtIssue) {

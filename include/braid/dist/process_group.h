@@ -5,7 +5,9 @@
 // that skips one is reported by name when the others time out. Point-to-point send/recv are
 // matched by (peer, tag) in issue order and do not take part in the collective sequence.
 //
-// Work handles complete in issue order within a group. A tensor passed to a collective must
+// Collectives complete in issue order within a group; a send or recv completes on its own, as
+// soon as it is done, whatever was issued before it (so a pipeline can wait for the
+// activation it needs while receives posted for later stay open). A tensor passed to a collective must
 // not be read or written by the caller until its Work has completed (wait() or
 // is_completed() returned true); the group keeps the tensor alive until then.
 #pragma once
