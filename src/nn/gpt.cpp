@@ -49,23 +49,42 @@ std::string GptConfig::tensor_parallel_problem(int tp) const {
   return "";
 }
 
-Gpt::Gpt(const GptConfig& config, TensorParallelPtr tp) : config_(config), tp_(std::move(tp)) {
+GptStagePart GptStagePart::whole(const GptConfig& config) {
+  return {{{0, config.n_layer}}, true, true};
+}
+
+Gpt::Gpt(const GptConfig& config, TensorParallelPtr tp, std::optional<GptStagePart> part)
+    : config_(config), tp_(std::move(tp)), part_(part ? *part : GptStagePart::whole(config)) {
   config_.validate();
   if (tp_) {
     const std::string problem = config_.tensor_parallel_problem(tp_->size());
     BRAID_CHECK(problem.empty(), "{}", problem);
   }
-  wte = register_module("wte", std::make_shared<VocabParallelEmbedding>(padded_vocab(),
-                                                                        config_.n_embd, tp_));
-  wpe = register_module("wpe", std::make_shared<Embedding>(config_.block_size, config_.n_embd));
-  for (int64_t i = 0; i < config_.n_layer; ++i)
-    blocks.push_back(register_module(
-        "blocks." + std::to_string(i),
-        std::make_shared<Block>(config_.n_embd, config_.n_head, tp_)));
-  ln_f = register_module("ln_f", std::make_shared<LayerNorm>(config_.n_embd, 1e-5f, tp_));
-  if (!config_.tie_embeddings)
-    lm_head = register_module("lm_head", std::make_shared<VocabParallelEmbedding>(
-                                             padded_vocab(), config_.n_embd, tp_));
+  BRAID_CHECK(!part_.chunks.empty(), "a GPT part needs at least one chunk of blocks");
+  for (const auto& [first, end] : part_.chunks)
+    BRAID_CHECK(0 <= first && first <= end && end <= config_.n_layer,
+                "chunk of blocks [{}, {}) is outside the model's {} layers", first, end,
+                config_.n_layer);
+  // The tied head reads wte's rows, so a last stage keeps a copy of them.
+  if (part_.embeddings || (part_.head && config_.tie_embeddings))
+    wte = register_module("wte", std::make_shared<VocabParallelEmbedding>(padded_vocab(),
+                                                                          config_.n_embd, tp_));
+  if (part_.embeddings)
+    wpe = register_module("wpe", std::make_shared<Embedding>(config_.block_size, config_.n_embd));
+  for (const auto& [first, end] : part_.chunks) {
+    chunk_start_.push_back(blocks.size());
+    for (int64_t i = first; i < end; ++i)
+      blocks.push_back(register_module(
+          "blocks." + std::to_string(i),
+          std::make_shared<Block>(config_.n_embd, config_.n_head, tp_)));
+  }
+  chunk_start_.push_back(blocks.size());
+  if (part_.head) {
+    ln_f = register_module("ln_f", std::make_shared<LayerNorm>(config_.n_embd, 1e-5f, tp_));
+    if (!config_.tie_embeddings)
+      lm_head = register_module("lm_head", std::make_shared<VocabParallelEmbedding>(
+                                               padded_vocab(), config_.n_embd, tp_));
+  }
 }
 
 void Gpt::init_weights(uint64_t seed) {
@@ -97,13 +116,14 @@ void Gpt::init_weights(uint64_t seed) {
   for (const auto& table : {wte, lm_head}) {
     if (!table) continue;
     const int64_t rows = table->weight.size(0);
-    const int64_t first_padding = std::clamp<int64_t>(config_.vocab_size - vocab_begin(), 0, rows);
+    const int64_t first_padding =
+        std::clamp<int64_t>(config_.vocab_size - table->vocab_begin(), 0, rows);
     if (first_padding < rows)
       table->weight.detach().narrow(0, first_padding, rows - first_padding).zero_();
   }
 }
 
-Tensor Gpt::forward(const Tensor& ids) const {
+void Gpt::check_ids(const Tensor& ids) const {
   BRAID_CHECK(ids.dim() == 2 && ids.dtype() == DType::i32,
               "GPT input ids must be i32 [B, T], got {}", ids.str());
   const int64_t t = ids.size(1);
@@ -117,40 +137,73 @@ Tensor Gpt::forward(const Tensor& ids) const {
     BRAID_CHECK(id[i] >= 0 && id[i] < config_.vocab_size,
                 "token id {} at position {} is outside the vocabulary [0, {})", id[i], i,
                 config_.vocab_size);
-  // Under sequence parallelism the residual stream holds this rank's piece of the sequence,
-  // so it adds the positions of that piece.
-  const bool sequence_parallel = tp_ && tp_->sequence_parallel();
-  if (sequence_parallel)
+  if (tp_ && tp_->sequence_parallel())
     BRAID_CHECK(t % tp_->size() == 0,
                 "sequence of {} tokens does not split over tp={} under sequence parallelism; "
                 "use a sequence length that is a multiple of {}",
                 t, tp_->size(), tp_->size());
+}
+
+Tensor Gpt::embed(const Tensor& ids) const {
+  BRAID_CHECK(part_.embeddings, "this GPT part does not hold the embeddings (first stage)");
+  check_ids(ids);
+  // Under sequence parallelism the residual stream holds this rank's piece of the sequence,
+  // so it adds the positions of that piece.
+  const bool sequence_parallel = tp_ && tp_->sequence_parallel();
+  const int64_t t = ids.size(1);
   const int64_t piece = sequence_parallel ? t / tp_->size() : t;
   std::vector<int32_t> positions(piece);
   std::iota(positions.begin(), positions.end(),
             static_cast<int32_t>(sequence_parallel ? piece * tp_->rank() : 0));
-  Tensor x = add(wte->forward(ids), embedding(replicated_parameter(tp_.get(), wpe->weight),
-                                              Tensor::from_vector(positions, {piece})));
-  for (const auto& block : blocks) {
+  return add(wte->forward(ids), embedding(replicated_parameter(tp_.get(), wpe->weight),
+                                          Tensor::from_vector(positions, {piece})));
+}
+
+Tensor Gpt::forward_chunk(int chunk, const Tensor& x) const {
+  BRAID_CHECK(chunk >= 0 && chunk + 1 < static_cast<int>(chunk_start_.size()),
+              "chunk {} is not one of this GPT part's {} chunks", chunk, chunk_start_.size() - 1);
+  Tensor h = x;
+  for (size_t i = chunk_start_[chunk]; i < chunk_start_[chunk + 1]; ++i) {
+    const auto& block = blocks[i];
     if (config_.recompute) {
-      x = autograd::recompute(
+      h = autograd::recompute(
           [block](const std::vector<Tensor>& in) {
             return std::vector<Tensor>{block->forward(in[0])};
           },
-          {x})[0];
+          {h})[0];
     } else {
-      x = block->forward(x);
+      h = block->forward(h);
     }
   }
+  return h;
+}
+
+Tensor Gpt::head_logits(const Tensor& x) const {
+  BRAID_CHECK(part_.head, "this GPT part does not hold the head (last stage)");
   // The head is column-parallel over the vocabulary: every rank needs the whole sequence.
   return linear(enter_tensor_parallel(tp_.get(), ln_f->forward(x), 1),
                 lm_head ? lm_head->weight : wte->weight);
 }
 
+Tensor Gpt::head_loss(const Tensor& x, const Tensor& targets) const {
+  const Tensor logits = head_logits(x);
+  if (!tp_) return cross_entropy(logits, targets, config_.vocab_size);
+  return tp_->vocab_parallel_cross_entropy(logits, targets, vocab_begin(), config_.vocab_size);
+}
+
+Tensor Gpt::forward(const Tensor& ids) const {
+  const bool whole = part_.embeddings && part_.head && part_.chunks.size() == 1 &&
+                     part_.chunks[0].first == 0 && part_.chunks[0].second == config_.n_layer;
+  BRAID_CHECK(whole,
+              "forward needs the whole model; this is one pipeline stage's part (run it through "
+              "the pipeline)");
+  return head_logits(forward_chunk(0, embed(ids)));
+}
+
 Tensor Gpt::loss(const Tensor& ids, const Tensor& targets) const {
-  if (!tp_) return cross_entropy(forward(ids), targets, config_.vocab_size);
-  return tp_->vocab_parallel_cross_entropy(forward(ids), targets, vocab_begin(),
-                                           config_.vocab_size);
+  const Tensor logits = forward(ids);
+  if (!tp_) return cross_entropy(logits, targets, config_.vocab_size);
+  return tp_->vocab_parallel_cross_entropy(logits, targets, vocab_begin(), config_.vocab_size);
 }
 
 std::vector<float> Gpt::last_logits(std::vector<int32_t> window) const {

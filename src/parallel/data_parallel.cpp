@@ -38,6 +38,9 @@ void DataParallel::setup(nn::Module& model, optim::Optimizer& optimizer,
   for (const auto& entry : optimizer.params()) {
     auto shard = shards.find(entry.name);
     tp_sharded_.push_back(shard != shards.end() && !shard->second.is_whole());
+    auto copy = std::find_if(shared_.begin(), shared_.end(),
+                             [&](const SharedParameter& s) { return s.param.same(entry.param); });
+    counted_.push_back(copy == shared_.end() || copy->counted);
     BRAID_CHECK(entry.param.dtype() == DType::f32 && entry.param.device().is_cpu(),
                 "data parallel handles f32 host parameters for now; '{}' is {} on {}", entry.name,
                 entry.param.str(), entry.param.device().str());
@@ -72,6 +75,7 @@ void DataParallel::setup(nn::Module& model, optim::Optimizer& optimizer,
     Bucket& b = buckets_.back();
     b.end = param_offset_[k] + p.numel();
     ++b.params;
+    b.holds_shared = b.holds_shared || is_shared(p);
     bucket_of_[k] = buckets_.size() - 1;
     index_of_[p.impl()] = k;
     // Every rank starts from rank 0's values (they are equal already when initialised by
@@ -120,7 +124,7 @@ void DataParallel::on_grad_ready(Tensor& param) {
   auto it = index_of_.find(param.impl());
   BRAID_CHECK(it != index_of_.end(), "grad-ready hook for a parameter data parallel does not own");
   Bucket& b = buckets_[bucket_of_[it->second]];
-  if (--b.pending == 0) {
+  if (--b.pending == 0 && !b.holds_shared) {
     launch(bucket_of_[it->second]);
     ++launched_early_;
   }
@@ -139,6 +143,8 @@ void DataParallel::launch(size_t index) {
 
 void DataParallel::finish_backward() {
   in_backward_ = false;
+  // Shared copies' gradients are summed first, so their buckets reduce the sum.
+  sum_shared_gradients();
   // Buckets with a parameter that got no gradient this pass never launched from a hook; the
   // graph is the same on every rank, so launching them here keeps the order identical.
   for (size_t i = 0; i < buckets_.size(); ++i)
@@ -151,9 +157,11 @@ optim::ClipResult DataParallel::clip(float max_norm) {
   // Each rank holds a disjoint piece of the averaged gradient: sum the squares over dp, then
   // over tp for the parameters tensor parallelism splits.
   GradSquares local;
-  for (const Segment& seg : segments_)
+  for (const Segment& seg : segments_) {
+    if (!counted_[seg.param]) continue;
     (tp_sharded_[seg.param] ? local.sharded : local.replicated) +=
         sum_of_squares(shard_grads_.narrow(0, seg.shard_begin, seg.length));
+  }
   Tensor squares = Tensor::from_vector(
       std::vector<float>{static_cast<float>(local.sharded), static_cast<float>(local.replicated)},
       {2});

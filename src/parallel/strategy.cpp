@@ -44,12 +44,15 @@ void Strategy::setup(nn::Module& model, optim::Optimizer& optimizer,
   grid_ = &grid;
 }
 
-GradSquares grad_squares(const nn::Module& model) {
+GradSquares grad_squares(const nn::Module& model, const std::vector<SharedParameter>& shared) {
   const std::map<std::string, nn::ShardSpec> shards = model.shard_specs();
   GradSquares squares;
   for (const auto& [name, param] : model.named_parameters()) {
     const Tensor g = param.grad();
     if (!g.defined()) continue;
+    auto copy = std::find_if(shared.begin(), shared.end(),
+                             [&](const SharedParameter& s) { return s.param.same(param); });
+    if (copy != shared.end() && !copy->counted) continue;
     (shards.at(name).is_whole() ? squares.replicated : squares.sharded) += sum_of_squares(g);
   }
   return squares;
@@ -62,11 +65,31 @@ double global_grad_norm(const GradSquares& squares, const dist::ParallelGrid& gr
     grid.group("tp")->all_reduce(total, dist::ReduceOp::sum)->wait();
     sharded = total.item();
   }
-  return std::sqrt(sharded + squares.replicated);
+  double total = sharded + squares.replicated;
+  if (grid.has_axis("pp") && grid.size("pp") > 1) {
+    Tensor stages = Tensor::full({1}, static_cast<float>(total));
+    grid.group("pp")->all_reduce(stages, dist::ReduceOp::sum)->wait();
+    total = stages.item();
+  }
+  return std::sqrt(total);
 }
 
 optim::ClipResult Strategy::clip(float max_norm) {
-  return optim::clip_for_norm(global_grad_norm(grad_squares(*model_), *grid_), max_norm);
+  return optim::clip_for_norm(global_grad_norm(grad_squares(*model_, shared_), *grid_), max_norm);
+}
+
+void Strategy::sum_shared_gradients() {
+  for (SharedParameter& s : shared_) {
+    Tensor g = s.param.grad();
+    BRAID_CHECK(g.defined(), "shared parameter '{}' got no gradient in this step",
+                s.param.name());
+    s.group->all_reduce(g, dist::ReduceOp::sum)->wait();
+  }
+}
+
+bool Strategy::is_shared(const Tensor& param) const {
+  return std::any_of(shared_.begin(), shared_.end(),
+                     [&](const SharedParameter& s) { return s.param.same(param); });
 }
 
 void Strategy::step(float lr, float grad_scale) {

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -29,6 +30,18 @@ struct GptConfig {
   std::string tensor_parallel_problem(int tp) const;
 };
 
+// The part of the GPT one pipeline stage holds: its model chunks (each a range of blocks),
+// the embeddings when it runs the first virtual stage, and ln_f + head + loss when it runs the
+// last. A tied head on a last stage without the embeddings keeps its own copy of wte.weight
+// (same name, same initial values); the pipeline sums the two copies' gradients.
+struct GptStagePart {
+  std::vector<std::pair<int64_t, int64_t>> chunks;  // blocks [first, end) of each chunk
+  bool embeddings = true;
+  bool head = true;
+  // Everything: one chunk of all blocks, embeddings and head.
+  static GptStagePart whole(const GptConfig& config);
+};
+
 struct SampleOptions {
   int64_t max_new_tokens = 64;
   float temperature = 1.0f;
@@ -42,36 +55,52 @@ struct SampleOptions {
 // holds its shard (shard_specs() says which), initialised to exactly that slice.
 class Gpt : public Module {
  public:
-  explicit Gpt(const GptConfig& config, TensorParallelPtr tp = nullptr);
+  explicit Gpt(const GptConfig& config, TensorParallelPtr tp = nullptr,
+               std::optional<GptStagePart> part = std::nullopt);
 
   // GPT-2 initialisation: N(0, 0.02), residual projections N(0, 0.02 / sqrt(2 * n_layer)),
   // zero biases, unit LayerNorm weights, zero padding rows. Layout-independent (nn/init.h).
   void init_weights(uint64_t seed);
 
   // ids i32 [B, T] -> logits [B, T, padded_vocab / tp]: this rank's vocabulary columns,
-  // from vocab_begin(). Under sequence parallelism T must divide by tp.
+  // from vocab_begin(). Under sequence parallelism T must divide by tp. Needs the whole
+  // model (no pipeline split).
   Tensor forward(const Tensor& ids) const;
   // Mean cross-entropy of the next-token targets (i32 [B, T]; -1 is ignored).
   Tensor loss(const Tensor& ids, const Tensor& targets) const;
+
+  // The pieces a pipeline stage runs (each needs its part): token + position embeddings,
+  // -> [B, T (/ tp under sequence parallelism), C];
+  Tensor embed(const Tensor& ids) const;
+  // the blocks of chunk `chunk` of this part;
+  Tensor forward_chunk(int chunk, const Tensor& x) const;
+  // ln_f, the head and the mean cross-entropy.
+  Tensor head_loss(const Tensor& x, const Tensor& targets) const;
+  const GptStagePart& part() const { return part_; }
   // Continues `prompt` by sampling; runs without recording history.
   std::vector<int32_t> generate(std::vector<int32_t> prompt, const SampleOptions& options) const;
 
   const GptConfig& config() const { return config_; }
   const TensorParallelPtr& tensor_parallel() const { return tp_; }
-  int64_t vocab_begin() const { return wte->vocab_begin(); }
+  // The first vocabulary row (and logit column) of this rank's piece.
+  int64_t vocab_begin() const { return (wte ? wte : lm_head)->vocab_begin(); }
   int64_t padded_vocab() const { return config_.padded_vocab(tp_ ? tp_->size() : 1); }
 
   std::shared_ptr<VocabParallelEmbedding> wte;
   std::shared_ptr<Embedding> wpe;
-  std::vector<std::shared_ptr<Block>> blocks;
+  std::vector<std::shared_ptr<Block>> blocks;  // the blocks this part holds, in order
   std::shared_ptr<LayerNorm> ln_f;
   std::shared_ptr<VocabParallelEmbedding> lm_head;  // only when the head is not tied
 
  private:
   // Logits of the last position of `window` over the whole vocabulary (gathered under tp).
   std::vector<float> last_logits(std::vector<int32_t> window) const;
+  Tensor head_logits(const Tensor& x) const;
+  void check_ids(const Tensor& ids) const;
   GptConfig config_;
   TensorParallelPtr tp_;
+  GptStagePart part_;
+  std::vector<size_t> chunk_start_;  // index into blocks of each chunk's first block
 };
 
 // FLOPs per token of one training step by the DESIGN.md convention: 6N + 6 L T C.

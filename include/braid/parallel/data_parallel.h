@@ -52,6 +52,7 @@ class DataParallel final : public Strategy {
     int64_t begin = 0, end = 0;  // range in the flat buffers
     int params = 0;              // parameters in the bucket
     int pending = 0;             // parameters not yet ready in this backward
+    bool holds_shared = false;   // waits for the shared gradients' sum: never from a hook
     dist::WorkPtr work;
     int64_t shard_offset = 0;  // ZeRO: where this rank's chunk sits in the shard buffers
   };
@@ -81,6 +82,7 @@ class DataParallel final : public Strategy {
   std::vector<Segment> segments_;
   std::vector<float> weight_decay_;
   std::vector<bool> tp_sharded_;  // per parameter: split over tensor parallelism
+  std::vector<bool> counted_;     // per parameter: enters the gradient norm
   int64_t step_ = 0;
 };
 

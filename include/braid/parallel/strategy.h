@@ -30,18 +30,31 @@ namespace braid::parallel {
 // --set); each strategy reads the keys it knows and rejects unknown ones.
 using StrategyOptions = std::map<std::string, std::string>;
 
+// A parameter several ranks hold as copies that must stay equal (the tied embedding on the
+// first and last pipeline stage): after the backward, its gradients are summed over `group`,
+// and only the copy marked `counted` enters the global gradient norm.
+struct SharedParameter {
+  Tensor param;
+  dist::ProcessGroupPtr group;
+  bool counted = true;
+};
+
 class Strategy {
  public:
   virtual ~Strategy() = default;
   virtual std::string name() const = 0;
 
+  // Called before setup by whoever splits the model (the Trainer under pipeline parallelism).
+  void share_parameters(std::vector<SharedParameter> shared) { shared_ = std::move(shared); }
+
   virtual void setup(nn::Module& model, optim::Optimizer& optimizer,
                      const dist::ParallelGrid& grid);
   virtual void begin_backward(bool last_micro_step) {}
   virtual void on_grad_ready(Tensor& param) {}
-  virtual void finish_backward() {}
-  // Default: the norm of the model's gradients over the tensor-parallel group (global when
-  // the gradients are already reduced over data parallelism).
+  // Default: sums the shared parameters' gradients (sum_shared_gradients).
+  virtual void finish_backward() { sum_shared_gradients(); }
+  // Default: the norm of the model's gradients over the tensor- and pipeline-parallel groups
+  // (global when the gradients are already reduced over data parallelism).
   virtual optim::ClipResult clip(float max_norm);
   // Default: optimizer.step(lr, grad_scale).
   virtual void step(float lr, float grad_scale);
@@ -51,6 +64,11 @@ class Strategy {
   virtual std::map<std::string, Tensor> state() const { return {}; }
 
  protected:
+  // All-reduces (sum) every shared parameter's gradient over its group, in share order.
+  void sum_shared_gradients();
+  bool is_shared(const Tensor& param) const;
+
+  std::vector<SharedParameter> shared_;
   nn::Module* model_ = nullptr;
   optim::Optimizer* optimizer_ = nullptr;
   const dist::ParallelGrid* grid_ = nullptr;
@@ -61,11 +79,13 @@ struct GradSquares {
   double sharded = 0;     // parameters split over tp: each rank holds a different piece
   double replicated = 0;  // parameters every tp rank holds whole (and identical)
 };
-// The global gradient norm: sharded squares summed over the tp group, replicated ones once.
-// Collective over the grid's tp group when it has more than one rank.
+// The global gradient norm: sharded squares summed over the tp group, replicated ones once,
+// then every pipeline stage's total summed over pp. Collective over the grid's tp and pp
+// groups when they have more than one rank.
 double global_grad_norm(const GradSquares& squares, const dist::ParallelGrid& grid);
-// This rank's squares of the model's gradients, classified by the model's shard specs.
-GradSquares grad_squares(const nn::Module& model);
+// This rank's squares of the model's gradients, classified by the model's shard specs;
+// shared copies not marked counted are left out.
+GradSquares grad_squares(const nn::Module& model, const std::vector<SharedParameter>& shared = {});
 
 using StrategyFactory = std::function<std::unique_ptr<Strategy>(const StrategyOptions& options)>;
 
