@@ -367,7 +367,7 @@ void record_lines(const pb::TextFormat::ParseInfoTree* tree, const Descriptor* d
                   const std::string& prefix, std::map<std::string, int>& out) {
   for (int i = 0; i < desc->field_count(); ++i) {
     const FieldDescriptor* field = desc->field(i);
-    if (field->is_repeated()) continue;  // the schema has none; a line per element is not kept
+    if (field->is_repeated()) continue;  // a list has no single line to point at
     const auto location = tree->GetLocation(field, -1);
     if (location.line < 0) continue;
     const std::string path = prefix.empty() ? field->name() : prefix + "." + field->name();
@@ -554,6 +554,10 @@ void apply_defaults(TrainConfig& cfg) {
   fill("parallel.strategy", p->has_strategy(), [&] { p->set_strategy("auto"); });
   fill("parallel.sequence_parallel", p->has_sequence_parallel(),
        [&] { p->set_sequence_parallel(false); });
+  fill("parallel.virtual_stages", p->has_virtual_stages(), [&] { p->set_virtual_stages(1); });
+  fill("parallel.micro_batches", p->has_micro_batches(), [&] { p->set_micro_batches(0); });
+  fill("parallel.schedule", p->has_schedule(), [&] { p->set_schedule("auto"); });
+  fill("parallel.pipeline_trace", p->has_pipeline_trace(), [&] { p->set_pipeline_trace(""); });
 }
 
 std::vector<std::string> find_problems(const TrainConfig& cfg) {
@@ -655,10 +659,54 @@ std::vector<std::string> find_problems(const TrainConfig& cfg) {
                          p.tp(), p.tp()));
   }
   if (p.pp() >= 1 && m.n_layer() > 0) {
-    c.expect(m.n_layer() % p.pp() == 0, "parallel.pp",
-             fmt::format("does not divide {} (each pipeline stage owns whole blocks); "
-                         "nearest valid pp: {}",
-                         c.ref("model.n_layer"), nearest_divisors(m.n_layer(), p.pp())));
+    const int v = std::max(p.virtual_stages(), 1);
+    c.expect(p.virtual_stages() >= 1, "parallel.virtual_stages", "must be >= 1 (model chunks per stage)");
+    c.expect(p.virtual_stages() == 1 || p.pp() > 1, "parallel.virtual_stages",
+             "needs pipeline parallelism (parallel.pp > 1)");
+    if (p.stage_layers_size() == 0) {
+      const int64_t pieces = static_cast<int64_t>(p.pp()) * v;
+      c.expect(m.n_layer() % pieces == 0, "parallel.pp",
+               fmt::format("x parallel.virtual_stages = {} virtual stages do not divide {} (each "
+                           "owns whole blocks); nearest valid pp x virtual_stages: {}, or list "
+                           "the blocks per virtual stage in parallel.stage_layers",
+                           pieces, c.ref("model.n_layer"), nearest_divisors(m.n_layer(), pieces)));
+    } else {
+      int64_t sum = 0;
+      bool non_negative = true;
+      for (int32_t layers : p.stage_layers()) {
+        sum += layers;
+        non_negative = non_negative && layers >= 0;
+      }
+      c.expect(p.stage_layers_size() == p.pp() * v && sum == m.n_layer() && non_negative,
+               "parallel.pp",
+               fmt::format("x parallel.virtual_stages = {} virtual stages, but "
+                           "parallel.stage_layers lists {} counts summing to {}; it needs {} "
+                           "counts >= 0 that sum to {}",
+                           p.pp() * v, p.stage_layers_size(), sum, p.pp() * v,
+                           c.ref("model.n_layer")));
+    }
+  }
+  if (p.pp() > 1) {
+    const int micro = p.micro_batches() > 0 ? p.micro_batches() : p.pp();
+    c.expect(p.micro_batches() >= 0, "parallel.micro_batches", "must be >= 0 (0 = pp)");
+    c.expect(t.batch_size() % micro == 0, "training.batch_size",
+             fmt::format("does not split into {} micro-batches (parallel.micro_batches; 0 means "
+                         "pp); use a multiple of {}",
+                         micro, micro));
+    c.expect(t.grad_accum_steps() == 1, "training.grad_accum_steps",
+             "must be 1 with pipeline parallelism: the pipeline accumulates over "
+             "parallel.micro_batches instead");
+    c.expect_one_of("parallel.schedule", p.schedule(),
+                    {"auto", "1f1b", "gpipe", "interleaved_1f1b"});
+    c.expect(p.schedule() != "1f1b" || p.virtual_stages() == 1, "parallel.schedule",
+             "runs one model chunk per stage; with parallel.virtual_stages > 1 use "
+             "interleaved_1f1b");
+    const bool interleaved = p.schedule() == "interleaved_1f1b" ||
+                             (p.schedule() == "auto" && p.virtual_stages() > 1);
+    c.expect(!interleaved || micro >= p.pp(), "parallel.micro_batches",
+             fmt::format("is fewer than the {} pipeline stages, which interleaved_1f1b needs; "
+                         "use at least {}",
+                         p.pp(), p.pp()));
   }
   return c.problems_;
 }

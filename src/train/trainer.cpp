@@ -14,6 +14,7 @@
 #include "braid/data/gpt2_tokenizer.h"
 #include "braid/dist/solo_process_group.h"
 #include "braid/parallel/tensor_parallel.h"
+#include "pipeline_driver.h"
 
 namespace braid::train {
 
@@ -44,23 +45,42 @@ std::unique_ptr<data::Tokenizer> load_tokenizer(const TrainConfig& config) {
   return std::make_unique<data::Gpt2Tokenizer>(data::Gpt2Tokenizer::load_dir(dir));
 }
 
+namespace {
+
+// Elements of the whole single-process model: this stage's global parameter sizes (tensor
+// shards count whole), minus shared copies counted elsewhere, summed over pipeline stages.
+int64_t model_parameters(const nn::Gpt& model, const std::vector<parallel::SharedParameter>& shared,
+                         const dist::ParallelGrid& grid) {
+  double n = static_cast<double>(model.num_global_parameters());
+  const auto specs = model.shard_specs();
+  for (const auto& s : shared)
+    if (!s.counted)
+      for (const auto& [name, p] : model.named_parameters())
+        if (p.same(s.param)) n -= static_cast<double>(shape_numel(specs.at(name).global_shape));
+  if (grid.size("pp") > 1) {
+    Tensor total = Tensor::full({1}, static_cast<float>(n));
+    grid.group("pp")->all_reduce(total, dist::ReduceOp::sum)->wait();
+    n = total.item();
+  }
+  return static_cast<int64_t>(n + 0.5);
+}
+
+}  // namespace
+
 Trainer::Trainer(TrainConfig config, dist::ProcessGroupPtr world) : config_(std::move(config)) {
   validate(config_);
   const auto& tr = config_.training();
   if (tr.threads() > 0) omp_set_num_threads(tr.threads());
   const auto& par = config_.parallel();
-  BRAID_CHECK(par.pp() == 1,
-              "parallel.pp={}: pipeline parallelism is not implemented yet; use pp = 1 (tensor "
-              "and data parallelism work: parallel.tp, parallel.dp)",
-              par.pp());
   if (!world) world = std::make_shared<dist::SoloProcessGroup>();
   grid_ = std::make_unique<dist::ParallelGrid>(
       world, dist::ParallelGrid::default_axes(par.tp(), 1, par.dp(), par.pp()));
   if (world->size() > 1) set_log_prefix(fmt::format("[{} {}]", world->rank(), grid_->describe()));
 
+  if (par.pp() > 1) pipeline_ = std::make_unique<PipelineDriver>(config_, *grid_);
   model_ = std::make_unique<nn::Gpt>(
-      gpt_config(config_),
-      parallel::TensorParallelGroup::from_grid(*grid_, par.sequence_parallel()));
+      gpt_config(config_), parallel::TensorParallelGroup::from_grid(*grid_, par.sequence_parallel()),
+      pipeline_ ? std::optional<nn::GptStagePart>(pipeline_->part()) : std::nullopt);
   model_->init_weights(tr.seed());
   const auto& o = config_.optimizer();
   optimizer_ = optim::make_optimizer(
@@ -75,6 +95,9 @@ Trainer::Trainer(TrainConfig config, dist::ProcessGroupPtr world) : config_(std:
   strategy_ = parallel::make_strategy(
       strategy,
       parallel::StrategyOptions(par.strategy_options().begin(), par.strategy_options().end()));
+  std::vector<parallel::SharedParameter> shared;
+  if (pipeline_) shared = pipeline_->shared_parameters(*model_);
+  strategy_->share_parameters(shared);
   strategy_->setup(*model_, *optimizer_, *grid_);
 
   data::SamplerConfig sc;
@@ -95,17 +118,19 @@ Trainer::Trainer(TrainConfig config, dist::ProcessGroupPtr world) : config_(std:
   batch_source_ = [this] { return train_sampler_->next(); };
 
   peak_flops_ = measure_cpu_peak_flops();
-  flops_per_token_ =
-      nn::training_flops_per_token(model_->config(), model_->num_global_parameters(), tr.seq_len());
+  const int64_t parameters = model_parameters(*model_, shared, *grid_);  // collective
+  flops_per_token_ = nn::training_flops_per_token(model_->config(), parameters, tr.seq_len());
   if (!is_lead()) return;
   log().info("model: {} layers, {} heads, width {}, vocab {} (padded {}), {:.2f}M parameters",
              model_->config().n_layer, model_->config().n_head, model_->config().n_embd,
              model_->config().vocab_size, model_->padded_vocab(),
-             static_cast<double>(model_->num_global_parameters()) / 1e6);
+             static_cast<double>(parameters) / 1e6);
   log().info("data: {} train tokens; {} threads; peak {:.1f} GFLOP/s (sgemm); {} x{} ({})",
              train_sampler_->dataset().total_tokens(), omp_get_max_threads(), peak_flops_ / 1e9,
              strategy_->name(), world->size(), grid_->describe());
 }
+
+Trainer::~Trainer() = default;
 
 StepMetrics Trainer::train_step() {
   const auto& tr = config_.training();
@@ -113,21 +138,30 @@ StepMetrics Trainer::train_step() {
   reset_host_peak();
   optimizer_->zero_grad();
   const int accum = tr.grad_accum_steps();
-  const Tensor micro_scale = Tensor::full({}, 1.0f / static_cast<float>(accum));
   double loss_sum = 0;
   int64_t tokens = 0;
-  for (int micro = 0; micro < accum; ++micro) {
+  if (pipeline_) {
     data::Batch batch = batch_source_();
-    Tensor loss = model_->loss(batch.inputs, batch.targets);
-    loss_sum += loss.item();
-    tokens += batch.inputs.numel();
-    strategy_->begin_backward(micro == accum - 1);
-    loss.backward(micro_scale);  // the step's gradient is the mean over micro-batches
+    tokens = batch.inputs.numel();
+    // Step 2 (index 1) is traced: step 1 still allocates and warms caches.
+    const std::string trace = step_ == 1 ? config_.parallel().pipeline_trace() : "";
+    loss_sum = pipeline_->train(*model_, *strategy_, batch, trace);
+  } else {
+    const Tensor micro_scale = Tensor::full({}, 1.0f / static_cast<float>(accum));
+    for (int micro = 0; micro < accum; ++micro) {
+      data::Batch batch = batch_source_();
+      Tensor loss = model_->loss(batch.inputs, batch.targets);
+      loss_sum += loss.item();
+      tokens += batch.inputs.numel();
+      strategy_->begin_backward(micro == accum - 1);
+      loss.backward(micro_scale);  // the step's gradient is the mean over micro-batches
+    }
+    loss_sum /= accum;
   }
   strategy_->finish_backward();
   StepMetrics m;
   m.step = step_;
-  m.loss = static_cast<float>(strategy_->reduce_metric(loss_sum / accum));
+  m.loss = static_cast<float>(strategy_->reduce_metric(loss_sum));
   tokens *= grid_->size("dp");
   m.lr = schedule_.at(step_);
   const optim::ClipResult clip =
@@ -165,13 +199,15 @@ float Trainer::evaluate() {
   double total = 0;
   for (int64_t i = 0; i < batches; ++i) {
     data::Batch batch = val_sampler_->next();
-    total += model_->loss(batch.inputs, batch.targets).item();
+    total += pipeline_ ? pipeline_->evaluate(*model_, batch)
+                       : model_->loss(batch.inputs, batch.targets).item();
   }
   return static_cast<float>(
       strategy_->reduce_metric(total / static_cast<double>(std::max<int64_t>(batches, 1))));
 }
 
 bool Trainer::samples_here() const {
+  if (pipeline_) return false;  // generation through the pipeline is not implemented
   for (const auto& axis : grid_->axes())
     if (axis.name != "tp" && grid_->coord(axis.name) != 0) return false;
   return true;

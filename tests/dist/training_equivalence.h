@@ -30,8 +30,8 @@ TrainingRun train(train::TrainConfig config, ProcessGroupPtr world, int steps);
 void expect_same_losses(const TrainingRun& actual, const TrainingRun& expected,
                         const std::string& what);
 
-// Each step-1 gradient (this rank's shard of it) within 1e-5 of the largest gradient of that
-// parameter in `expected`: fp32 round-off of the same sums in another order. (Not for ZeRO-1,
+// Each step-1 gradient of this rank's parameters (its shard of each; a pipeline stage holds
+// some of them) within 1e-5 of the largest gradient of that parameter in `expected`: fp32 round-off of the same sums in another order. (Not for ZeRO-1,
 // whose parameters' .grad holds the rank's own unreduced gradient.)
 void expect_same_first_gradients(const TrainingRun& actual, const TrainingRun& expected,
                                  const std::string& what);

@@ -27,12 +27,15 @@ nn::GptConfig gpt_config(const TrainConfig& config);
 // Loads the tokenizer named by data.tokenizer ("gpt2" from data.vocab_dir, or "byte").
 std::unique_ptr<data::Tokenizer> load_tokenizer(const TrainConfig& config);
 
+class PipelineDriver;
+
 class Trainer {
  public:
   // Builds the grid over `world` (null: this process alone), the model (initialised from
   // training.seed), optimizer, parallel strategy and samplers; opens the data (errors name
   // missing or corrupt shards and out-of-vocabulary ids). Collective over `world`.
   explicit Trainer(TrainConfig config, dist::ProcessGroupPtr world = nullptr);
+  ~Trainer();
 
   // Runs the remaining steps up to training.steps; validation every val_every steps and at the
   // end. Throws on a non-finite loss unless training.skip_nonfinite_steps is set.
@@ -45,7 +48,8 @@ class Trainer {
   // tensor-parallel group: the ranks where samples_here() is true call it together.
   std::string sample(const std::string& prompt);
   // True on the ranks of the first model replica (every coordinate but tp is 0), which
-  // generate samples; world rank 0 is one of them.
+  // generate samples; world rank 0 is one of them. False under pipeline parallelism, which
+  // cannot generate yet.
   bool samples_here() const;
 
   nn::Gpt& model() { return *model_; }
@@ -68,6 +72,7 @@ class Trainer {
   std::unique_ptr<nn::Gpt> model_;
   std::unique_ptr<optim::Optimizer> optimizer_;
   std::unique_ptr<parallel::Strategy> strategy_;
+  std::unique_ptr<PipelineDriver> pipeline_;  // pp > 1
   optim::LrSchedule schedule_;
   std::optional<data::BatchSampler> train_sampler_, val_sampler_;
   std::function<data::Batch()> batch_source_;

@@ -204,7 +204,7 @@ TEST(Config, EachRuleNamesFieldAndLine) {
       {{{"grad_accum_steps: 1", "grad_accum_steps: 0"}}, "training.grad_accum_steps", ">= 1"},
       {{{"temperature: 0.8", "temperature: 0"}}, "sample.temperature", "> 0"},
       {{{"tp: 1", "tp: 3"}}, "parallel.tp", "nearest valid tp: 2 or 4"},
-      {{{"pp: 1", "pp: 3"}}, "parallel.pp", "nearest valid pp: 2 or 4"},
+      {{{"pp: 1", "pp: 3"}}, "parallel.pp", "nearest valid pp x virtual_stages: 2 or 4"},
       {{{"tp: 1", "tp: 0"}}, "parallel.tp", ">= 1"},
       {{{"pp: 1", "pp: 0"}}, "parallel.pp", ">= 1"},
       {{{"dp: 1", "dp: 0"}}, "parallel.dp", ">= 1"},
@@ -429,7 +429,7 @@ TEST(Config, ConfigFromArgs) {
   EXPECT_NE(error_of([] {
               config_from_args(
                   {"--config=" + example_config("tiny.textproto"), "--set", "parallel.pp=3"});
-            }).find("nearest valid pp: 2 or 4"),
+            }).find("nearest valid pp x virtual_stages: 2 or 4"),
             std::string::npos);
 }
 

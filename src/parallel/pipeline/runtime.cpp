@@ -1,0 +1,171 @@
+// PipelineRuntime: one stage's actions, with posted receives, asynchronous sends and stashed
+// activations released after their backward.
+#include "braid/parallel/pipeline/runtime.h"
+
+#include <chrono>
+#include <map>
+
+#include "braid/autograd/grad_mode.h"
+#include "braid/core/error.h"
+
+namespace braid::parallel::pipeline {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct Posted {
+  Tensor buffer;
+  dist::WorkPtr work;
+};
+
+// What a micro-batch chunk keeps between its forward and its backward.
+struct Stash {
+  Tensor input, output, input_grad;
+};
+
+}  // namespace
+
+PipelineRuntime::PipelineRuntime(Schedule schedule, int stage, dist::ProcessGroupPtr group,
+                                 Shape activation_shape)
+    : schedule_(std::move(schedule)),
+      stage_(stage),
+      group_(std::move(group)),
+      activation_shape_(std::move(activation_shape)) {
+  BRAID_CHECK(group_ && group_->size() == schedule_.shape.stages && group_->rank() == stage_,
+              "pipeline stage {} of {} needs the pp group's rank {} of {}", stage_,
+              schedule_.shape.stages, group_ ? group_->rank() : -1, group_ ? group_->size() : 0);
+  for (const Action& a : schedule_.stages.at(stage_))
+    if (a.kind == ActionKind::forward || a.kind == ActionKind::recv_activation ||
+        a.kind == ActionKind::send_activation)
+      forward_actions_.push_back(a);
+}
+
+int PipelineRuntime::tag(ActionKind data, int microbatch, int receiving_virtual_stage) const {
+  const int grad = data == ActionKind::recv_gradient || data == ActionKind::send_gradient;
+  return (receiving_virtual_stage * schedule_.shape.microbatches + microbatch) * 2 + grad;
+}
+
+StepResult PipelineRuntime::train_step(const StageCompute& compute, float loss_scale, bool trace) {
+  return run(schedule_.stages[stage_], compute, loss_scale, trace);
+}
+
+double PipelineRuntime::forward_only(const StageCompute& compute) {
+  autograd::NoGradGuard no_grad;
+  return run(forward_actions_, compute, 0.0f, false).loss_sum;
+}
+
+StepResult PipelineRuntime::run(const std::vector<Action>& actions, const StageCompute& compute,
+                                float loss_scale, bool trace) {
+  const ScheduleShape& shape = schedule_.shape;
+  const int last_virtual = shape.virtual_stages() - 1;
+  std::map<std::pair<int, int>, Posted> activations, gradients;  // (microbatch, chunk)
+  std::map<std::pair<int, int>, Stash> stash;
+  std::vector<std::pair<Tensor, dist::WorkPtr>> sends;
+  StepResult result;
+  size_t backwards_left = 0;
+  for (const Action& a : actions) backwards_left += a.kind == ActionKind::backward;
+  const bool training = backwards_left > 0;
+  const auto start = Clock::now();
+  auto micros = [&](Clock::time_point t) {
+    return std::chrono::duration<double, std::micro>(t - start).count();
+  };
+
+  for (const Action& a : actions) {
+    const int k = shape.virtual_stage(stage_, a.chunk);
+    const std::pair<int, int> id{a.microbatch, a.chunk};
+    switch (a.kind) {
+      case ActionKind::recv_activation:
+      case ActionKind::recv_gradient: {
+        const bool act = a.kind == ActionKind::recv_activation;
+        Posted posted{Tensor::empty(activation_shape_), nullptr};
+        const int from = act ? shape.stage_of(k - 1) : shape.stage_of(k + 1);
+        posted.work = group_->recv(posted.buffer, from, tag(a.kind, a.microbatch, k));
+        (act ? activations : gradients)[id] = std::move(posted);
+        break;
+      }
+      case ActionKind::send_activation:
+      case ActionKind::send_gradient: {
+        const bool act = a.kind == ActionKind::send_activation;
+        Stash& s = stash.at(id);
+        Tensor payload = act ? s.output.detach().contiguous() : s.input_grad.contiguous();
+        const int to_virtual = act ? k + 1 : k - 1;
+        sends.emplace_back(payload, group_->send(payload, shape.stage_of(to_virtual),
+                                                 tag(a.kind, a.microbatch, to_virtual)));
+        if (!act) stash.erase(id);  // the backward's last use of this micro-batch chunk
+        break;
+      }
+      case ActionKind::forward: {
+        Stash s;
+        if (k > 0) {
+          Posted posted = std::move(activations.at(id));
+          activations.erase(id);
+          posted.work->wait();
+          s.input = posted.buffer;
+          if (autograd::GradMode::is_enabled()) s.input.set_requires_grad(true);
+        }
+        const auto t0 = Clock::now();
+        s.output = compute.forward(a.chunk, a.microbatch, s.input);
+        if (trace) result.events.push_back({stage_, a, micros(t0), micros(Clock::now()) - micros(t0)});
+        if (k == last_virtual) result.loss_sum += s.output.item();
+        if (k != last_virtual || autograd::GradMode::is_enabled()) stash[id] = std::move(s);
+        break;
+      }
+      case ActionKind::backward: {
+        Stash& s = stash.at(id);
+        Tensor upstream;
+        if (k < last_virtual) {
+          Posted posted = std::move(gradients.at(id));
+          gradients.erase(id);
+          posted.work->wait();
+          upstream = posted.buffer;
+        } else {
+          upstream = Tensor::full({}, loss_scale);
+        }
+        if (compute.before_backward) compute.before_backward(--backwards_left == 0);
+        const auto t0 = Clock::now();
+        s.output.backward(upstream);
+        if (trace) result.events.push_back({stage_, a, micros(t0), micros(Clock::now()) - micros(t0)});
+        s.output = Tensor();
+        if (k > 0) {
+          s.input_grad = s.input.grad();
+          BRAID_CHECK(s.input_grad.defined(),
+                      "pipeline stage {}: no gradient reached the input of {}", stage_, a.str());
+          s.input = Tensor();
+        } else {
+          stash.erase(id);
+        }
+        break;
+      }
+    }
+  }
+  for (auto& [tensor, work] : sends) work->wait();
+  if (training)
+    BRAID_CHECK(stash.empty(), "pipeline stage {}: {} micro-batch chunks were never back-propagated",
+                stage_, stash.size());
+  return result;
+}
+
+std::vector<TraceEvent> gather_events(const std::vector<TraceEvent>& mine,
+                                      dist::ProcessGroup& group) {
+  constexpr int kFields = 6;
+  std::vector<float> packed;
+  for (const TraceEvent& e : mine)
+    packed.insert(packed.end(), {static_cast<float>(e.stage), static_cast<float>(e.action.kind),
+                                 static_cast<float>(e.action.microbatch),
+                                 static_cast<float>(e.action.chunk), static_cast<float>(e.start),
+                                 static_cast<float>(e.duration)});
+  const int64_t n = static_cast<int64_t>(packed.size());
+  Tensor all = Tensor::empty({n * group.size()});
+  group.all_gather(Tensor::from_vector(packed, {n}), all)->wait();
+  const std::vector<float> values = all.to_vector();
+  std::vector<TraceEvent> events;
+  for (size_t i = 0; i + kFields <= values.size(); i += kFields)
+    events.push_back({static_cast<int>(values[i]),
+                      {static_cast<ActionKind>(static_cast<int>(values[i + 1])),
+                       static_cast<int>(values[i + 2]), static_cast<int>(values[i + 3])},
+                      values[i + 4],
+                      values[i + 5]});
+  return events;
+}
+
+}  // namespace braid::parallel::pipeline
