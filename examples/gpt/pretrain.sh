@@ -3,9 +3,12 @@
 # GPT-2 tokens, pretrains the tiny GPT on it and prints a generated sample.
 # Trains data parallel on 2 ranks by default (mpirun); --ranks N changes that (1: no mpirun);
 # --tp T splits the model over T of them (tensor parallel; dp = ranks / T), and
-# --sequence-parallel also shards LayerNorm and residual activations along the sequence.
-#   examples/gpt/pretrain.sh [--ranks N] [--tp T] [--sequence-parallel] [--config FILE]
-#                            [--steps N] [--set field=value ...]
+# --sequence-parallel also shards LayerNorm and residual activations along the sequence;
+# --pp P pipelines the blocks over P of them (dp = ranks / (tp x pp)), with
+# --virtual-stages V (interleaved 1F1B), --micro-batches M and --schedule NAME.
+#   examples/gpt/pretrain.sh [--ranks N] [--tp T] [--sequence-parallel] [--pp P]
+#                            [--virtual-stages V] [--micro-batches M] [--schedule NAME]
+#                            [--config FILE] [--steps N] [--set field=value ...]
 # env: BRAID_BUILD_DIR (default build/), BRAID_DATA_DIR (default data/)
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -20,6 +23,7 @@ BRAID_BUILD_DIR="$build" "$root/examples/gpt/prepare_data.sh"
 config="$root/examples/gpt/configs/tiny.textproto"
 ranks=2
 tp=1
+pp=1
 args=()
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -30,20 +34,27 @@ while [ $# -gt 0 ]; do
     --tp) tp=$2; shift 2 ;;
     --tp=*) tp=${1#--tp=}; shift ;;
     --sequence-parallel) args+=(--set parallel.sequence_parallel=true); shift ;;
+    --pp) pp=$2; shift 2 ;;
+    --pp=*) pp=${1#--pp=}; shift ;;
+    --virtual-stages) args+=(--set "parallel.virtual_stages=$2"); shift 2 ;;
+    --micro-batches) args+=(--set "parallel.micro_batches=$2"); shift 2 ;;
+    --schedule) args+=(--set "parallel.schedule=$2"); shift 2 ;;
     *) args+=("$1"); shift ;;
   esac
 done
 [[ "$ranks" =~ ^[1-9][0-9]*$ ]] || { echo "pretrain.sh: --ranks needs a positive number, got '$ranks'" >&2; exit 2; }
 [[ "$tp" =~ ^[1-9][0-9]*$ ]] || { echo "pretrain.sh: --tp needs a positive number, got '$tp'" >&2; exit 2; }
-if [ $((ranks % tp)) -ne 0 ]; then
-  echo "pretrain.sh: --tp $tp does not divide --ranks $ranks (ranks = tp x dp); try --ranks $(( (ranks / tp + 1) * tp ))" >&2
+[[ "$pp" =~ ^[1-9][0-9]*$ ]] || { echo "pretrain.sh: --pp needs a positive number, got '$pp'" >&2; exit 2; }
+model_ranks=$((tp * pp))
+if [ $((ranks % model_ranks)) -ne 0 ]; then
+  echo "pretrain.sh: --tp $tp x --pp $pp = $model_ranks does not divide --ranks $ranks (ranks = tp x pp x dp); try --ranks $(( (ranks / model_ranks + 1) * model_ranks ))" >&2
   exit 2
 fi
 
 # OpenMP threads wait passively so OpenBLAS and braid's loops do not spin against each other.
 export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-PASSIVE}
 cd "$root"
-layout=(--set parallel.tp="$tp" --set parallel.dp=$((ranks / tp)))
+layout=(--set parallel.tp="$tp" --set parallel.pp="$pp" --set parallel.dp=$((ranks / model_ranks)))
 if [ "$ranks" -eq 1 ]; then
   exec "$build/examples/pretrain_gpt" --config "$config" "${layout[@]}" "${args[@]}"
 fi

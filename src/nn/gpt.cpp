@@ -191,10 +191,13 @@ Tensor Gpt::head_loss(const Tensor& x, const Tensor& targets) const {
   return tp_->vocab_parallel_cross_entropy(logits, targets, vocab_begin(), config_.vocab_size);
 }
 
+bool Gpt::holds_whole_model() const {
+  return part_.embeddings && part_.head && part_.chunks.size() == 1 &&
+         part_.chunks[0].first == 0 && part_.chunks[0].second == config_.n_layer;
+}
+
 Tensor Gpt::forward(const Tensor& ids) const {
-  const bool whole = part_.embeddings && part_.head && part_.chunks.size() == 1 &&
-                     part_.chunks[0].first == 0 && part_.chunks[0].second == config_.n_layer;
-  BRAID_CHECK(whole,
+  BRAID_CHECK(holds_whole_model(),
               "forward needs the whole model; this is one pipeline stage's part (run it through "
               "the pipeline)");
   return head_logits(forward_chunk(0, embed(ids)));
@@ -206,35 +209,53 @@ Tensor Gpt::loss(const Tensor& ids, const Tensor& targets) const {
   return tp_->vocab_parallel_cross_entropy(logits, targets, vocab_begin(), config_.vocab_size);
 }
 
-std::vector<float> Gpt::last_logits(std::vector<int32_t> window) const {
-  const int64_t ctx = static_cast<int64_t>(window.size());
+Tensor Gpt::window_ids(std::vector<int32_t> window) const {
   // Sequence parallelism needs a length that divides by tp: pad after the last token, which
   // causal attention keeps from influencing it.
   if (tp_ && tp_->sequence_parallel())
     window.resize((window.size() + tp_->size() - 1) / tp_->size() * tp_->size(), 0);
-  const int64_t len = static_cast<int64_t>(window.size());
-  Tensor logits = forward(Tensor::from_vector(window, {1, len})).narrow(1, ctx - 1, 1);
+  return Tensor::from_vector(window, {1, static_cast<int64_t>(window.size())});
+}
+
+int64_t Gpt::generation_window() const {
+  // The longest window that still fits the positions once padded for sequence parallelism.
+  const int64_t tp = tp_ && tp_->sequence_parallel() ? tp_->size() : 1;
+  const int64_t longest = config_.block_size / tp * tp;
+  BRAID_CHECK(longest > 0, "model.block_size {} is shorter than tp={}", config_.block_size, tp);
+  return longest;
+}
+
+std::vector<float> Gpt::logits_at(const Tensor& x, int64_t position) const {
+  Tensor logits = head_logits(x).narrow(1, position, 1);
   if (tp_) logits = tp_->gather_from_region(logits, 2);
   std::vector<float> out = logits.to_vector();
   out.resize(config_.vocab_size);
   return out;
 }
 
-std::vector<int32_t> Gpt::generate(std::vector<int32_t> tokens,
+std::vector<int32_t> Gpt::generate(std::vector<int32_t> prompt,
                                    const SampleOptions& options) const {
+  BRAID_CHECK(holds_whole_model(),
+              "generate needs the whole model; a pipeline stage samples through the pipeline");
+  autograd::NoGradGuard no_grad;
+  return sample_tokens(std::move(prompt), options, config_.vocab_size, generation_window(),
+                       [this](const std::vector<int32_t>& window) {
+                         const Tensor x = forward_chunk(0, embed(window_ids(window)));
+                         return logits_at(x, static_cast<int64_t>(window.size()) - 1);
+                       });
+}
+
+std::vector<int32_t> sample_tokens(std::vector<int32_t> tokens, const SampleOptions& options,
+                                   int64_t vocab_size, int64_t max_context,
+                                   const WindowLogits& logits) {
   BRAID_CHECK(!tokens.empty(), "generate needs a non-empty prompt");
   BRAID_CHECK(options.temperature > 0, "sampling temperature must be > 0, got {}",
               options.temperature);
-  autograd::NoGradGuard no_grad;
-  const int64_t v = config_.vocab_size;
+  const int64_t v = vocab_size;
   const uint64_t stream = stable_hash("generate");
-  // The longest window that still fits the positions once padded for sequence parallelism.
-  const int64_t tp = tp_ && tp_->sequence_parallel() ? tp_->size() : 1;
-  const int64_t max_ctx = config_.block_size / tp * tp;
-  BRAID_CHECK(max_ctx > 0, "model.block_size {} is shorter than tp={}", config_.block_size, tp);
   for (int64_t step = 0; step < options.max_new_tokens; ++step) {
-    const int64_t ctx = std::min<int64_t>(static_cast<int64_t>(tokens.size()), max_ctx);
-    const std::vector<float> last = last_logits({tokens.end() - ctx, tokens.end()});
+    const int64_t ctx = std::min<int64_t>(static_cast<int64_t>(tokens.size()), max_context);
+    const std::vector<float> last = logits({tokens.end() - ctx, tokens.end()});
     std::vector<std::pair<float, int32_t>> scored(v);
     for (int64_t i = 0; i < v; ++i)
       scored[i] = {last[i] / options.temperature, static_cast<int32_t>(i)};

@@ -1,6 +1,7 @@
 // PipelineDriver: stage parts, shared embedding copies and pipeline steps for the Trainer.
 #include "pipeline_driver.h"
 
+#include "braid/autograd/grad_mode.h"
 #include "braid/core/logging.h"
 #include "braid/parallel/pipeline/partition.h"
 #include "braid/parallel/pipeline/validate.h"
@@ -12,7 +13,8 @@ namespace pl = parallel::pipeline;
 PipelineDriver::PipelineDriver(const TrainConfig& config, const dist::ParallelGrid& grid)
     : grid_(grid),
       stage_(grid.coord("pp")),
-      tie_embeddings_(config.model().tie_embeddings()) {
+      tie_embeddings_(config.model().tie_embeddings()),
+      sequence_parallel_(config.parallel().sequence_parallel()) {
   const auto& par = config.parallel();
   const int v = par.virtual_stages();
   const pl::ScheduleShape shape{par.pp(), par.micro_batches() > 0 ? par.micro_batches() : par.pp(),
@@ -91,6 +93,43 @@ double PipelineDriver::train(const nn::Gpt& model, parallel::Strategy& strategy,
 
 double PipelineDriver::evaluate(const nn::Gpt& model, const data::Batch& batch) {
   return mean_over_stages(runtime_->forward_only(compute(model, batch)));
+}
+
+std::vector<float> PipelineDriver::last_logits(const nn::Gpt& model,
+                                              const std::vector<int32_t>& window) {
+  // One micro-batch of one window through every virtual stage (GPipe is valid for one
+  // micro-batch at any chunk count); the last stage broadcasts the logits to every stage.
+  const pl::ScheduleShape& trained = runtime_->schedule().shape;
+  const pl::ScheduleShape shape{trained.stages, 1, trained.chunks};
+  const Tensor ids = model.window_ids(window);
+  const int64_t seq = ids.size(1) / (sequence_parallel_ ? grid_.size("tp") : 1);
+  pl::PipelineRuntime runtime(pl::make_schedule("gpipe", shape), stage_, grid_.group("pp"),
+                              Shape{1, seq, model.config().n_embd});
+  std::vector<float> logits;
+  pl::StageCompute c;
+  c.forward = [&](int chunk, int, const Tensor& input) {
+    const int k = shape.virtual_stage(stage_, chunk);
+    Tensor x = model.forward_chunk(chunk, k == 0 ? model.embed(ids) : input);
+    if (k != shape.virtual_stages() - 1) return x;
+    logits = model.logits_at(x, static_cast<int64_t>(window.size()) - 1);
+    return Tensor::full({}, 0.0f);  // the runtime expects a loss from the last stage
+  };
+  runtime.forward_only(c);
+  const int last = shape.stage_of(shape.virtual_stages() - 1);
+  Tensor shared = stage_ == last ? Tensor::from_vector(logits, {static_cast<int64_t>(logits.size())})
+                                 : Tensor::empty({model.config().vocab_size});
+  grid_.group("pp")->broadcast(shared, last)->wait();
+  return shared.to_vector();
+}
+
+std::vector<int32_t> PipelineDriver::generate(const nn::Gpt& model, std::vector<int32_t> prompt,
+                                              const nn::SampleOptions& options) {
+  autograd::NoGradGuard no_grad;
+  return nn::sample_tokens(std::move(prompt), options, model.config().vocab_size,
+                           model.generation_window(),
+                           [&](const std::vector<int32_t>& window) {
+                             return last_logits(model, window);
+                           });
 }
 
 }  // namespace braid::train

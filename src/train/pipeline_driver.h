@@ -34,16 +34,21 @@ class PipelineDriver {
                const std::string& trace_path = "");
   // The mean loss of `batch` (forward only).
   double evaluate(const nn::Gpt& model, const data::Batch& batch);
+  // Continues `prompt` through the pipeline; every stage returns the same tokens.
+  std::vector<int32_t> generate(const nn::Gpt& model, std::vector<int32_t> prompt,
+                                const nn::SampleOptions& options);
 
   const parallel::pipeline::Schedule& schedule() const { return runtime_->schedule(); }
 
  private:
   parallel::pipeline::StageCompute compute(const nn::Gpt& model, const data::Batch& batch) const;
   double mean_over_stages(double loss_sum) const;
+  std::vector<float> last_logits(const nn::Gpt& model, const std::vector<int32_t>& window);
 
   const dist::ParallelGrid& grid_;
   int stage_;
   bool tie_embeddings_;
+  bool sequence_parallel_;
   nn::GptStagePart part_;
   std::unique_ptr<parallel::pipeline::PipelineRuntime> runtime_;
 };

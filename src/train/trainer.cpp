@@ -207,9 +207,8 @@ float Trainer::evaluate() {
 }
 
 bool Trainer::samples_here() const {
-  if (pipeline_) return false;  // generation through the pipeline is not implemented
   for (const auto& axis : grid_->axes())
-    if (axis.name != "tp" && grid_->coord(axis.name) != 0) return false;
+    if (axis.name != "tp" && axis.name != "pp" && grid_->coord(axis.name) != 0) return false;
   return true;
 }
 
@@ -222,7 +221,8 @@ std::string Trainer::sample(const std::string& prompt) {
   options.top_k = s.top_k();
   options.seed = config_.training().seed();
   std::vector<int32_t> ids = tokenizer_->encode(prompt.empty() ? "\n" : prompt);
-  return tokenizer_->decode(model_->generate(ids, options));
+  return tokenizer_->decode(pipeline_ ? pipeline_->generate(*model_, ids, options)
+                                     : model_->generate(ids, options));
 }
 
 void Trainer::fit() {

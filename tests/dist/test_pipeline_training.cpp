@@ -112,6 +112,24 @@ TEST_F(PipelineTraining, MoreSchedulesAndSplitsMatchOneProcess) {
   });
 }
 
+// Sampling runs windows through the pipeline (and tp shards) and gives one process's text.
+TEST_F(PipelineTraining, SamplingThroughThePipelineMatchesOneProcess) {
+  std::vector<Layout> layouts;
+  if (size() == 2) layouts = {{1, 2, 1, "1f1b"}, {1, 2, 1, "interleaved_1f1b", 2}};
+  if (size() == 4) layouts = {{2, 2, 1, "1f1b", 1, true}};
+  if (layouts.empty()) GTEST_SKIP() << "checked on 2 and 4 ranks";
+  auto text_of = [&](const Layout& l, ProcessGroupPtr world) {
+    train::TrainConfig c = config(l);
+    train::set_field(c, "sample.tokens", "12", "test");
+    train::set_field(c, "sample.top_k", "3", "test");
+    train::Trainer trainer(c, world);
+    trainer.train_step();
+    return trainer.samples_here() ? trainer.sample("In the") : std::string();
+  };
+  const std::string expected = text_of({}, nullptr);
+  for (const Layout& l : layouts) EXPECT_EQ(text_of(l, world_ptr()), expected) << l.str();
+}
+
 TEST_F(PipelineTraining, LayoutsThatCannotRunAreClearErrors) {
   auto error_of = [&](Layout l, const std::function<void(train::TrainConfig&)>& edit) {
     try {

@@ -1,6 +1,7 @@
 // GPT-2: learned positions, pre-LN blocks, GELU MLP x4, tied LM head, padded vocabulary.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -77,8 +78,16 @@ class Gpt : public Module {
   // ln_f, the head and the mean cross-entropy.
   Tensor head_loss(const Tensor& x, const Tensor& targets) const;
   const GptStagePart& part() const { return part_; }
-  // Continues `prompt` by sampling; runs without recording history.
+  bool holds_whole_model() const;
+  // Continues `prompt` by sampling; runs without recording history. Needs the whole model;
+  // a pipeline samples with sample_tokens and the pieces below.
   std::vector<int32_t> generate(std::vector<int32_t> prompt, const SampleOptions& options) const;
+  // The ids of a window for one forward ([1, L]; padded after its end for sequence
+  // parallelism), the longest window generation uses, and the logits over the whole
+  // vocabulary at `position` of the last block's output x (gathered over tp).
+  Tensor window_ids(std::vector<int32_t> window) const;
+  int64_t generation_window() const;
+  std::vector<float> logits_at(const Tensor& x, int64_t position) const;
 
   const GptConfig& config() const { return config_; }
   const TensorParallelPtr& tensor_parallel() const { return tp_; }
@@ -93,8 +102,6 @@ class Gpt : public Module {
   std::shared_ptr<VocabParallelEmbedding> lm_head;  // only when the head is not tied
 
  private:
-  // Logits of the last position of `window` over the whole vocabulary (gathered under tp).
-  std::vector<float> last_logits(std::vector<int32_t> window) const;
   Tensor head_logits(const Tensor& x) const;
   void check_ids(const Tensor& ids) const;
   GptConfig config_;
@@ -102,6 +109,14 @@ class Gpt : public Module {
   GptStagePart part_;
   std::vector<size_t> chunk_start_;  // index into blocks of each chunk's first block
 };
+
+// The logits over the vocabulary at the last position of a token window.
+using WindowLogits = std::function<std::vector<float>(const std::vector<int32_t>& window)>;
+// Continues `prompt` by sampling from `logits` a token at a time (temperature, top-k, seeded),
+// each window holding at most `max_context` of the latest tokens.
+std::vector<int32_t> sample_tokens(std::vector<int32_t> prompt, const SampleOptions& options,
+                                   int64_t vocab_size, int64_t max_context,
+                                   const WindowLogits& logits);
 
 // FLOPs per token of one training step by the DESIGN.md convention: 6N + 6 L T C.
 double training_flops_per_token(const GptConfig& config, int64_t num_parameters, int64_t seq_len);

@@ -44,12 +44,12 @@ class Trainer {
   StepMetrics train_step();
   // Mean validation loss over val_steps batches from the start of the validation set.
   float evaluate();
-  // Continues `prompt` with the sample settings of the config. Collective over the
-  // tensor-parallel group: the ranks where samples_here() is true call it together.
+  // Continues `prompt` with the sample settings of the config. Collective over the model's
+  // tensor- and pipeline-parallel ranks: the ranks where samples_here() is true call it
+  // together.
   std::string sample(const std::string& prompt);
-  // True on the ranks of the first model replica (every coordinate but tp is 0), which
-  // generate samples; world rank 0 is one of them. False under pipeline parallelism, which
-  // cannot generate yet.
+  // True on the ranks of the first model replica (every coordinate but tp and pp is 0),
+  // which generate samples together; world rank 0 is one of them.
   bool samples_here() const;
 
   nn::Gpt& model() { return *model_; }

@@ -1,0 +1,160 @@
+// Pipeline bubble: measured vs analytic idle fraction for each schedule on real ranks.
+//   mpirun -np 4 pipeline_bubble [--layers 8 --width 128 --heads 4 --seq 64 --micro 8
+//                                 --steps 4 --out benchmarks/results]
+// For GPipe, 1F1B and interleaved 1F1B (2 chunks per stage) it trains a few steps of a small
+// GPT (byte vocabulary, so the stages' compute is balanced) with pp = world size and one
+// sequence per micro-batch, traces one step on every stage, and reports
+//   measured  = 1 - (sum of the stages' compute time) / (stages x step span),
+//   simulated = the validator's bubble for the same schedule with the measured mean forward
+//               and backward times per chunk (what the schedule itself costs),
+//   analytic  = (p - 1) / (v m + p - 1).
+// The trace of each schedule is written to <out>/pipeline_<schedule>.json (Chrome/Perfetto).
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "braid/core/generator.h"
+#include "braid/data/token_shard.h"
+#include "braid/dist/bootstrap.h"
+#include "braid/parallel/pipeline/validate.h"
+#include "braid/train/trainer.h"
+
+namespace {
+
+using namespace braid;
+namespace pl = parallel::pipeline;
+
+std::filesystem::path write_tokens(int rank) {
+  const auto dir = std::filesystem::temp_directory_path() /
+                   ("braid_pp_bench_" + std::to_string(::getpid()) + "_" + std::to_string(rank));
+  std::filesystem::create_directories(dir);
+  std::vector<int32_t> tokens(100000);
+  for (size_t i = 0; i < tokens.size(); ++i)
+    tokens[i] = static_cast<int32_t>(uniform_at(3, 1, i) * 255.0f);
+  data::write_token_shard(dir / "train_000.bin", std::span<const int32_t>(tokens));
+  return dir;
+}
+
+struct Measured {
+  double bubble = 0, forward_us = 0, backward_us = 0, span_us = 0;
+};
+
+Measured measure(const std::vector<pl::TraceEvent>& events, int stages) {
+  double first = 1e300, last = 0, busy = 0, fwd = 0, bwd = 0;
+  int nf = 0, nb = 0;
+  for (const auto& e : events) {
+    first = std::min(first, e.start);
+    last = std::max(last, e.start + e.duration);
+    busy += e.duration;
+    if (e.action.kind == pl::ActionKind::forward) fwd += e.duration, ++nf;
+    else bwd += e.duration, ++nb;
+  }
+  Measured m;
+  m.span_us = last - first;
+  m.bubble = 1.0 - busy / (stages * m.span_us);
+  m.forward_us = nf ? fwd / nf : 0;
+  m.backward_us = nb ? bwd / nb : 0;
+  return m;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  dist::Environment* env = nullptr;
+  std::filesystem::path dir;
+  try {
+    env = &dist::init(&argc, &argv);
+    std::map<std::string, std::string> flags = {{"layers", "8"}, {"width", "128"}, {"heads", "4"},
+                                                {"seq", "64"},   {"micro", "8"},   {"steps", "4"},
+                                                {"out", "benchmarks/results"}};
+    for (int i = 1; i + 1 < argc; i += 2) {
+      const std::string key = std::string(argv[i]).substr(2);
+      BRAID_CHECK(flags.count(key), "unknown flag {}", argv[i]);
+      flags[key] = argv[i + 1];
+    }
+    const int pp = env->world()->size();
+    BRAID_CHECK(pp >= 2, "run pipeline_bubble on several ranks (mpirun -np 4)");
+    dir = write_tokens(env->world()->rank());
+    const bool lead = env->world()->rank() == 0;
+    nlohmann::json results = nlohmann::json::array();
+    if (lead)
+      std::printf("\npp=%d, %s micro-batches of 1 x %s tokens, %s layers of width %s\n"
+                  "%-18s %3s %9s %9s %9s %9s %9s %10s\n",
+                  pp, flags["micro"].c_str(), flags["seq"].c_str(), flags["layers"].c_str(),
+                  flags["width"].c_str(), "schedule", "v", "measured", "simulated", "analytic",
+                  "F us", "B us", "step ms");
+    const std::vector<std::pair<std::string, int>> schedules = {
+        {"gpipe", 1}, {"1f1b", 1}, {"interleaved_1f1b", 2}};
+    for (const auto& [schedule, chunks] : schedules) {
+      const std::string trace = flags["out"] + "/pipeline_" + schedule + ".json";
+      const std::string config = fmt::format(R"(
+model {{ vocab_size: 257 n_layer: {} n_head: {} n_embd: {} block_size: {} }}
+data {{ train_pattern: "{}/train_*.bin" tokenizer: "byte" }}
+optimizer {{ name: "adamw" lr: 1e-4 }}
+training {{ steps: 100 batch_size: {} seq_len: {} val_every: 0 threads: 1 }}
+parallel {{ pp: {} micro_batches: {} schedule: "{}" virtual_stages: {} pipeline_trace: "{}" }}
+)",
+                                             flags["layers"], flags["heads"], flags["width"],
+                                             flags["seq"], dir.string(), flags["micro"],
+                                             flags["seq"], pp, flags["micro"], schedule, chunks,
+                                             trace);
+      train::Trainer trainer(train::parse_config(config, "pipeline_bubble"), env->world());
+      std::vector<double> step_ms;
+      for (int i = 0; i < std::stoi(flags["steps"]); ++i)
+        step_ms.push_back(trainer.train_step().step_ms);  // step 2 (index 1) is traced
+      if (!lead) continue;
+      std::ifstream in(trace);
+      const nlohmann::json j = nlohmann::json::parse(in);
+      std::vector<pl::TraceEvent> events;
+      for (const auto& e : j.at("traceEvents")) {
+        if (e.at("ph") != "X") continue;
+        pl::TraceEvent ev;
+        ev.stage = e.at("tid");
+        ev.action.kind = e.at("cat") == "forward" ? pl::ActionKind::forward
+                                                  : pl::ActionKind::backward;
+        ev.start = e.at("ts");
+        ev.duration = e.at("dur");
+        events.push_back(ev);
+      }
+      const Measured m = measure(events, pp);
+      const pl::ScheduleShape shape{pp, std::stoi(flags["micro"]), chunks};
+      const pl::ScheduleReport sim =
+          pl::validate(pl::make_schedule(schedule, shape), {m.forward_us, m.backward_us, 0.0});
+      std::sort(step_ms.begin(), step_ms.end());
+      std::printf("%-18s %3d %9.3f %9.3f %9.3f %9.0f %9.0f %10.1f\n", schedule.c_str(), chunks,
+                  m.bubble, sim.bubble_fraction, sim.analytic_bubble_fraction, m.forward_us,
+                  m.backward_us, step_ms[step_ms.size() / 2]);
+      results.push_back({{"schedule", schedule},
+                         {"virtual_stages", chunks},
+                         {"stages", pp},
+                         {"micro_batches", shape.microbatches},
+                         {"measured_bubble", m.bubble},
+                         {"simulated_bubble", sim.bubble_fraction},
+                         {"analytic_bubble", sim.analytic_bubble_fraction},
+                         {"forward_us_mean", m.forward_us},
+                         {"backward_us_mean", m.backward_us},
+                         {"traced_step_span_us", m.span_us},
+                         {"step_ms_median", step_ms[step_ms.size() / 2]},
+                         {"trace", trace}});
+    }
+    if (lead) {
+      const std::string path = flags["out"] + "/pipeline_bubble.json";
+      std::ofstream(path) << results.dump(2) << "\n";
+      std::printf("wrote %s and the traces beside it\n", path.c_str());
+    }
+    std::filesystem::remove_all(dir);
+    dist::finalize();
+    return 0;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "pipeline_bubble: error: %s\n", e.what());
+    if (!dir.empty()) std::filesystem::remove_all(dir);
+    if (env && env->world_size() > 1) dist::abort_job(1);
+    return 1;
+  }
+}
