@@ -12,6 +12,8 @@
 // layout. The step-1 gradients are compared directly at 1e-5.
 // Each world size runs the layouts that fill it (2, 3 and 4 ranks in dist.parallel.np*, the
 // 8-rank ones in dist.pipeline.np8).
+#include <cstdlib>
+
 #include "braid/train/trainer.h"
 #include "dist_test.h"
 #include "training_equivalence.h"
@@ -20,6 +22,12 @@ namespace braid::dist::testing {
 namespace {
 
 namespace fs = std::filesystem;
+
+// Steps per run: 20 in CI; tests/dist/long_equivalence.sh sets BRAID_EQUIVALENCE_STEPS higher.
+int steps() {
+  const char* env = std::getenv("BRAID_EQUIVALENCE_STEPS");
+  return env ? std::max(1, std::atoi(env)) : 20;
+}
 
 struct Layout {
   int tp = 1, pp = 1, dp = 1;
@@ -59,11 +67,11 @@ class PipelineTraining : public DistTest {
 model {{ vocab_size: 257 n_layer: 8 n_head: 4 n_embd: 32 block_size: 16 }}
 data {{ train_pattern: "{}/train_*.bin" tokenizer: "byte" }}
 optimizer {{ name: "adamw" lr: 3e-3 weight_decay: 0.1 grad_clip: 1.0 warmup_steps: 2 }}
-training {{ steps: 20 batch_size: {} grad_accum_steps: {} seq_len: 16 val_every: 0 seed: 5 }}
+training {{ steps: {} batch_size: {} grad_accum_steps: {} seq_len: 16 val_every: 0 seed: 5 }}
 parallel {{ tp: {} pp: {} dp: {} micro_batches: {} schedule: "{}" virtual_stages: {}
            sequence_parallel: {} strategy: "{}" {} }}
 )",
-                    dir_.string(), batch, accumulate, l.tp, l.pp, l.dp, l.pp > 1 ? batch : 0,
+                    dir_.string(), steps(), batch, accumulate, l.tp, l.pp, l.dp, l.pp > 1 ? batch : 0,
                     l.pp > 1 ? l.schedule : "auto", l.virtual_stages,
                     l.sequence_parallel ? "true" : "false", l.strategy, stage_layers),
         "test");
@@ -74,9 +82,9 @@ parallel {{ tp: {} pp: {} dp: {} micro_batches: {} schedule: "{}" virtual_stages
     for (const Layout& l : layouts)
       if (l.world() == size()) here.push_back(l);
     if (here.empty()) GTEST_SKIP() << "no layout of this matrix fills " << size() << " ranks";
-    const TrainingRun single = train(config({}), nullptr, 20);
+    const TrainingRun single = train(config({}), nullptr, steps());
     for (const Layout& layout : here) {
-      const TrainingRun run = train(config(layout), world_ptr(), 20);
+      const TrainingRun run = train(config(layout), world_ptr(), steps());
       expect_same_losses(run, single, layout.str());
       if (layout.strategy != "zero1") expect_same_first_gradients(run, single, layout.str());
     }
