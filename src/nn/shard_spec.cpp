@@ -83,6 +83,17 @@ Tensor ShardSpec::slice(const Tensor& global) const {
   return box.contiguous().reshape(local_shape);
 }
 
+void ShardSpec::place(const Tensor& local, Tensor& global) const {
+  BRAID_CHECK(global.shape() == global_shape && global.is_contiguous(),
+              "shard {} cannot be placed into {}", str(), global.str());
+  BRAID_CHECK(local.numel() == local_numel(), "shard {} holds {} values, got {}", str(),
+              local_numel(), local.str());
+  Tensor box = global.reshape(block_shape);
+  for (int d = 0; d < static_cast<int>(block_shape.size()); ++d)
+    box = box.narrow(d, offsets[d], sizes[d]);
+  box.copy_(local.contiguous().reshape(sizes));
+}
+
 std::string ShardSpec::str() const {
   std::string out = "[";
   for (size_t d = 0; d < block_shape.size(); ++d) {

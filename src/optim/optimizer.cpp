@@ -33,6 +33,28 @@ AdamW::AdamW(std::vector<ParamEntry> params, AdamWOptions options)
       exp_avg_(params_.size()),
       exp_avg_sq_(params_.size()) {}
 
+void Optimizer::restore_steps(int64_t steps_taken, const std::vector<int64_t>& param_steps) {
+  BRAID_CHECK(param_steps.size() == params_.size(),
+              "optimizer state for {} parameters restored into an optimizer of {}",
+              param_steps.size(), params_.size());
+  step_ = steps_taken;
+  param_steps_ = param_steps;
+}
+
+std::vector<std::pair<std::string, Tensor>> AdamW::param_state(size_t i) {
+  const Tensor& p = params_.at(i).param;
+  if (!exp_avg_[i].defined()) {
+    exp_avg_[i] = Tensor::zeros(p.shape(), DType::f32, p.device());
+    exp_avg_sq_[i] = Tensor::zeros(p.shape(), DType::f32, p.device());
+  }
+  return {{"exp_avg", exp_avg_[i]}, {"exp_avg_sq", exp_avg_sq_[i]}};
+}
+
+std::vector<std::pair<std::string, Tensor>> Sgd::param_state(size_t i) {
+  if (!buffers_.at(i).defined()) return {};
+  return {{"momentum", buffers_[i]}};
+}
+
 void AdamW::step(float lr, float grad_scale) {
   autograd::NoGradGuard no_grad;
   ++step_;

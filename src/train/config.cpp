@@ -558,6 +558,15 @@ void apply_defaults(TrainConfig& cfg) {
   fill("parallel.micro_batches", p->has_micro_batches(), [&] { p->set_micro_batches(0); });
   fill("parallel.schedule", p->has_schedule(), [&] { p->set_schedule("auto"); });
   fill("parallel.pipeline_trace", p->has_pipeline_trace(), [&] { p->set_pipeline_trace(""); });
+
+  auto* k = cfg.proto.mutable_checkpoint();
+  fill("checkpoint.dir", k->has_dir(), [&] { k->set_dir(""); });
+  fill("checkpoint.every_steps", k->has_every_steps(), [&] { k->set_every_steps(0); });
+  fill("checkpoint.mode", k->has_mode(), [&] { k->set_mode("async"); });
+  fill("checkpoint.keep", k->has_keep(), [&] { k->set_keep(3); });
+  fill("checkpoint.reshard", k->has_reshard(), [&] { k->set_reshard(true); });
+  fill("checkpoint.fallback", k->has_fallback(), [&] { k->set_fallback(true); });
+  fill("resume", cfg.proto.has_resume(), [&] { cfg.proto.set_resume(""); });
 }
 
 std::vector<std::string> find_problems(const TrainConfig& cfg) {
@@ -708,6 +717,17 @@ std::vector<std::string> find_problems(const TrainConfig& cfg) {
                          "use at least {}",
                          p.pp(), p.pp()));
   }
+  const auto& k = cfg.proto.checkpoint();
+  c.expect_one_of("checkpoint.mode", k.mode(), {"sync", "async"});
+  c.expect(k.every_steps() >= 0, "checkpoint.every_steps", "must be >= 0 (0 = only at the end)");
+  c.expect(k.keep() >= 0, "checkpoint.keep", "must be >= 0 (0 keeps all)");
+  c.expect(k.every_steps() == 0 || !k.dir().empty(), "checkpoint.every_steps",
+           "needs checkpoint.dir (where to write them)");
+  c.expect(cfg.proto.resume() != "latest" || !k.dir().empty(), "resume",
+           "needs checkpoint.dir (where to look for the latest checkpoint)");
+  c.expect(k.dir().empty() || p.strategy() != "zero1", "parallel.strategy",
+           "zero1 cannot be checkpointed yet (its optimizer state is sharded inside the "
+           "strategy); use ddp with checkpoint.dir, or no checkpoints");
   return c.problems_;
 }
 

@@ -99,6 +99,10 @@ Trainer::Trainer(TrainConfig config, dist::ProcessGroupPtr world) : config_(std:
   if (pipeline_) shared = pipeline_->shared_parameters(*model_);
   strategy_->share_parameters(shared);
   strategy_->setup(*model_, *optimizer_, *grid_);
+  for (const auto& s : shared)
+    if (!s.counted)
+      for (const auto& [name, p] : model_->named_parameters())
+        if (p.same(s.param)) not_saved_here_.insert(name);
 
   data::SamplerConfig sc;
   sc.batch_size = tr.batch_size();
@@ -116,6 +120,21 @@ Trainer::Trainer(TrainConfig config, dist::ProcessGroupPtr world) : config_(std:
     val_sampler_.emplace(std::move(val_set), sc);
   }
   batch_source_ = [this] { return train_sampler_->next(); };
+
+  const auto& ck = config_.checkpoint();
+  if (!ck.dir().empty())
+    checkpointer_ = std::make_unique<ckpt::Checkpointer>(
+        ckpt::CheckpointOptions{ck.dir(), ckpt::mode_from_name(ck.mode()), ck.keep()}, *grid_);
+  // "latest" with nothing saved yet starts fresh: the first run of a restartable job.
+  const std::string& resume = config_.proto.resume();
+  const bool latest = resume == "latest";
+  if (!resume.empty() && (!latest || ckpt::has_committed_checkpoint(ck.dir()))) {
+    const ckpt::TrainingState state =
+        ckpt::load_checkpoint(latest ? ck.dir() : resume, *model_, *optimizer_, *grid_,
+                              {ck.reshard(), ck.fallback()});
+    step_ = state.step;
+    train_sampler_->restore(state.sampler);
+  }
 
   peak_flops_ = measure_cpu_peak_flops();
   const int64_t parameters = model_parameters(*model_, shared, *grid_);  // collective
@@ -206,6 +225,19 @@ float Trainer::evaluate() {
       strategy_->reduce_metric(total / static_cast<double>(std::max<int64_t>(batches, 1))));
 }
 
+void Trainer::save_checkpoint() {
+  BRAID_CHECK(checkpointer_, "save_checkpoint needs checkpoint.dir in the config");
+  ckpt::TrainingState state;
+  state.step = step_;
+  state.sampler = train_sampler_->state();
+  state.config = to_text(config_);
+  checkpointer_->save(*model_, *optimizer_, state, not_saved_here_);
+}
+
+void Trainer::wait_for_checkpoint() {
+  if (checkpointer_) checkpointer_->wait();
+}
+
 bool Trainer::samples_here() const {
   for (const auto& axis : grid_->axes())
     if (axis.name != "tp" && axis.name != "pp" && grid_->coord(axis.name) != 0) return false;
@@ -237,8 +269,11 @@ void Trainer::fit() {
     if (is_lead()) log().info("step {:>5}/{} | val loss {:.4f}", step_, total, v);
   };
   if (tr.val_every() > 0 && step_ == 0) validate_now();
+  const int64_t every = config_.checkpoint().every_steps();
+  const int64_t first_step = step_;
   while (step_ < total) {
     const StepMetrics m = train_step();
+    if (checkpointer_ && every > 0 && step_ % every == 0) save_checkpoint();
     bar.update(m);
     if (is_lead() && !bar.active() &&
         (tr.log_every() <= 1 || step_ % tr.log_every() == 0 || step_ == total))
@@ -251,7 +286,9 @@ void Trainer::fit() {
     }
   }
   bar.finish();
+  if (checkpointer_ && step_ > first_step && (every == 0 || step_ % every != 0)) save_checkpoint();
   validate_now();
+  wait_for_checkpoint();
 }
 
 }  // namespace braid::train

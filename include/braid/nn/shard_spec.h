@@ -36,6 +36,8 @@ struct ShardSpec {
   int64_t global_index(int64_t i) const;
   // This shard's values cut out of the whole parameter (a dense copy, local_shape).
   Tensor slice(const Tensor& global) const;
+  // The reverse: writes `local` (local_numel values) into its box of `global` (dense).
+  void place(const Tensor& local, Tensor& global) const;
   std::string str() const;  // "[3, 8/16 @8, 32]" style: extent/total @offset where sliced
 };
 

@@ -36,6 +36,12 @@ class Optimizer {
   int64_t param_steps(size_t i) const { return param_steps_.at(i); }
   const std::vector<ParamEntry>& params() const { return params_; }
 
+  // Checkpointing: parameter i's state tensors by name ("exp_avg", "exp_avg_sq",
+  // "momentum"), each shaped like the parameter; allocated (zeros) when not yet used, so a
+  // loader can copy into them. Restoring the counters makes the next step continue exactly.
+  virtual std::vector<std::pair<std::string, Tensor>> param_state(size_t i) { return {}; }
+  void restore_steps(int64_t steps_taken, const std::vector<int64_t>& param_steps);
+
  protected:
   std::vector<ParamEntry> params_;
   std::vector<int64_t> param_steps_;
@@ -56,6 +62,7 @@ class AdamW : public Optimizer {
   // Undefined before the first step.
   const Tensor& exp_avg(size_t i) const { return exp_avg_.at(i); }
   const Tensor& exp_avg_sq(size_t i) const { return exp_avg_sq_.at(i); }
+  std::vector<std::pair<std::string, Tensor>> param_state(size_t i) override;
 
  private:
   AdamWOptions options_;
@@ -66,6 +73,7 @@ class Sgd : public Optimizer {
  public:
   Sgd(std::vector<ParamEntry> params, float momentum);
   void step(float lr, float grad_scale = 1.0f) override;
+  std::vector<std::pair<std::string, Tensor>> param_state(size_t i) override;
 
  private:
   float momentum_;

@@ -32,6 +32,7 @@ struct TrainConfig {
   const proto::TrainingConfig& training() const { return proto.training(); }
   const proto::SampleConfig& sample() const { return proto.sample(); }
   const proto::ParallelConfig& parallel() const { return proto.parallel(); }
+  const proto::CheckpointConfig& checkpoint() const { return proto.checkpoint(); }
 
   // "tiny.textproto:12", "--set model.n_layer=2", or "" when the field holds a default.
   std::string origin(const std::string& field_path) const;

@@ -7,8 +7,10 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <set>
 #include <vector>
 
+#include "braid/ckpt/checkpoint.h"
 #include "braid/data/batch_sampler.h"
 #include "braid/data/tokenizer.h"
 #include "braid/dist/parallel_grid.h"
@@ -44,6 +46,11 @@ class Trainer {
   StepMetrics train_step();
   // Mean validation loss over val_steps batches from the start of the validation set.
   float evaluate();
+  // Checkpoints the current state into checkpoint.dir (collective over the world).
+  void save_checkpoint();
+  // Waits for an asynchronous checkpoint write to commit (rethrows its error).
+  void wait_for_checkpoint();
+
   // Continues `prompt` with the sample settings of the config. Collective over the model's
   // tensor- and pipeline-parallel ranks: the ranks where samples_here() is true call it
   // together.
@@ -73,6 +80,8 @@ class Trainer {
   std::unique_ptr<optim::Optimizer> optimizer_;
   std::unique_ptr<parallel::Strategy> strategy_;
   std::unique_ptr<PipelineDriver> pipeline_;  // pp > 1
+  std::unique_ptr<ckpt::Checkpointer> checkpointer_;  // checkpoint.dir set
+  std::set<std::string> not_saved_here_;  // shared copies another rank writes
   optim::LrSchedule schedule_;
   std::optional<data::BatchSampler> train_sampler_, val_sampler_;
   std::function<data::Batch()> batch_source_;

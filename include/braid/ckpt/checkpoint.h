@@ -1,0 +1,96 @@
+// Sharded checkpoints: save (synchronous or asynchronous) and load under any parallel layout.
+//
+// A checkpoint is a folder <dir>/step_<N>/ holding one shard file per writing rank, one
+// RankManifest per writing rank and the global manifest.pb (src/proto/checkpoint.proto).
+// Every tensor slice carries its place in the single-process tensor (nn::ShardSpec) and a
+// CRC-32C per chunk. Only data-parallel replica 0 writes (each tensor/pipeline shard once).
+//
+// Commit protocol (so a crash never leaves a checkpoint that looks complete):
+//   1. each writer writes into <dir>/step_<N>.tmp/, fsyncs its data and its manifest;
+//   2. barrier on a group of its own (never interleaved with training collectives);
+//   3. rank 0 merges the rank manifests into manifest.pb (fsync), renames the folder to
+//      step_<N>, then atomically replaces <dir>/latest (write + fsync + rename);
+//   4. rank 0 deletes committed checkpoints beyond the newest `keep`; a last barrier.
+// A folder without manifest.pb is not a checkpoint. The folder must be visible to every rank
+// (one machine, or a shared filesystem).
+#pragma once
+
+#include <memory>
+#include <set>
+#include <string>
+#include <thread>
+
+#include "braid/data/batch_sampler.h"
+#include "braid/dist/parallel_grid.h"
+#include "braid/nn/module.h"
+#include "braid/optim/optimizer.h"
+
+namespace braid::ckpt {
+
+enum class Mode {
+  sync,   // copy and write, then return
+  async,  // copy the state, return; a writer thread persists and commits it
+};
+Mode mode_from_name(const std::string& name);  // "sync" / "async"; errors name the choices
+
+struct CheckpointOptions {
+  std::string dir;
+  Mode mode = Mode::sync;
+  int keep = 3;  // committed checkpoints kept; 0 keeps all
+};
+
+// What a training run restores besides tensors.
+struct TrainingState {
+  int64_t step = 0;  // optimizer steps completed
+  data::SamplerState sampler;
+  std::string config;  // the training config (protobuf text), for inspection
+};
+
+class Checkpointer {
+ public:
+  // Collective over the grid's world: creates the checkpoint's own group.
+  Checkpointer(CheckpointOptions options, const dist::ParallelGrid& grid);
+  ~Checkpointer();  // waits for an unfinished write (errors are logged, not thrown)
+
+  // Checkpoints `model` and `optimizer` after state.step steps. Collective over the world.
+  // `skip`: parameter names this rank must not write (copies written by another rank, such
+  // as the tied embedding on the last pipeline stage). A request while an asynchronous write
+  // is unfinished first waits for it (logged): never skipped, never overlapping.
+  void save(const nn::Module& model, optim::Optimizer& optimizer, const TrainingState& state,
+            const std::set<std::string>& skip = {});
+  // Waits for the unfinished write and rethrows its error.
+  void wait();
+
+  const CheckpointOptions& options() const { return options_; }
+
+ private:
+  struct Pending;
+  void write_and_commit(const std::shared_ptr<Pending>& job);
+
+  CheckpointOptions options_;
+  const dist::ParallelGrid& grid_;
+  dist::ProcessGroupPtr channel_;  // barriers of the commit protocol only
+  std::thread writer_;
+  std::exception_ptr writer_error_;
+};
+
+struct LoadOptions {
+  bool allow_reshard = true;          // false: a different (tp, pp, dp) layout is an error
+  bool fallback_to_previous = false;  // a corrupt/partial newest checkpoint: try older ones
+};
+
+// True when `dir` holds at least one committed checkpoint.
+bool has_committed_checkpoint(const std::string& dir);
+
+// The committed checkpoint folder `path` names: a step folder itself, or a checkpoint
+// directory whose `latest` names one. Throws when there is none.
+std::string resolve_checkpoint(const std::string& path);
+
+// Loads a committed checkpoint into this rank's `model` (its shards, whatever layout saved
+// them) and `optimizer`, verifying the checksum of everything it reads, and returns the
+// training state. Reads only files; no communication.
+TrainingState load_checkpoint(const std::string& path, nn::Module& model,
+                              optim::Optimizer& optimizer, const dist::ParallelGrid& grid,
+                              const LoadOptions& options = {});
+
+}  // namespace braid::ckpt

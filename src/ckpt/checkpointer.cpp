@@ -1,0 +1,182 @@
+// Checkpointer: collects this rank's tensors, writes its shard file and manifest, and runs the
+// commit protocol (synchronously, or on a writer thread after one copy of the state).
+#include <fmt/format.h>
+
+#include <chrono>
+
+#include "braid/autograd/grad_mode.h"
+#include "braid/ckpt/checkpoint.h"
+#include "braid/ckpt/crc32c.h"
+#include "braid/core/logging.h"
+#include "format.h"
+
+namespace braid::ckpt {
+
+Mode mode_from_name(const std::string& name) {
+  if (name == "sync") return Mode::sync;
+  if (name == "async") return Mode::async;
+  BRAID_FAIL("checkpoint mode '{}' is not known (expected sync or async)", name);
+}
+
+// One checkpoint in flight: the copied tensors and everything the manifests record.
+struct Checkpointer::Pending {
+  struct Entry {
+    std::string name;
+    Tensor values;  // a private copy: training may change the original right after save()
+    nn::ShardSpec shard;
+  };
+  TrainingState state;
+  std::vector<Entry> entries;
+  std::map<std::string, int64_t> param_steps;
+  int64_t optimizer_steps = 0;
+  bool writer = false;  // data-parallel replica 0
+};
+
+Checkpointer::Checkpointer(CheckpointOptions options, const dist::ParallelGrid& grid)
+    : options_(std::move(options)), grid_(grid) {
+  BRAID_CHECK(!options_.dir.empty(), "checkpoint.dir is empty; name a folder for checkpoints");
+  BRAID_CHECK(options_.keep >= 0, "checkpoint.keep must be >= 0 (0 keeps all), got {}",
+              options_.keep);
+  std::vector<int> everyone(grid.world()->size());
+  for (int r = 0; r < grid.world()->size(); ++r) everyone[r] = r;
+  channel_ = grid.world()->split(everyone, "checkpoint");
+}
+
+Checkpointer::~Checkpointer() {
+  try {
+    wait();
+  } catch (const std::exception& e) {
+    log().error("checkpoint write failed: {}", e.what());
+  }
+}
+
+void Checkpointer::wait() {
+  if (writer_.joinable()) writer_.join();
+  if (writer_error_) {
+    std::exception_ptr error = writer_error_;
+    writer_error_ = nullptr;
+    std::rethrow_exception(error);
+  }
+}
+
+void Checkpointer::save(const nn::Module& model, optim::Optimizer& optimizer,
+                        const TrainingState& state, const std::set<std::string>& skip) {
+  if (writer_.joinable()) {
+    const auto t0 = std::chrono::steady_clock::now();
+    wait();
+    log().info("checkpoint of step {} waited {:.0f} ms for the previous write to finish",
+               state.step,
+               std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
+                   .count());
+  }
+  autograd::NoGradGuard no_grad;
+  auto job = std::make_shared<Pending>();
+  job->state = state;
+  job->writer = grid_.coord("dp") == 0;
+  job->optimizer_steps = optimizer.steps_taken();
+  if (job->writer) {
+    const auto shards = model.shard_specs();
+    for (const auto& [name, param] : model.named_parameters())
+      if (!skip.count(name)) job->entries.push_back({"model/" + name, param.clone(), shards.at(name)});
+    for (size_t i = 0; i < optimizer.params().size(); ++i) {
+      const std::string& name = optimizer.params()[i].name;
+      if (skip.count(name)) continue;
+      job->param_steps[name] = optimizer.param_steps(i);
+      for (const auto& [state_name, t] : optimizer.param_state(i))
+        job->entries.push_back({"optim/" + name + "/" + state_name, t.clone(), shards.at(name)});
+    }
+  }
+  if (options_.mode == Mode::sync) {
+    write_and_commit(job);
+    return;
+  }
+  writer_ = std::thread([this, job] {
+    try {
+      write_and_commit(job);
+    } catch (...) {
+      writer_error_ = std::current_exception();
+    }
+  });
+}
+
+void Checkpointer::write_and_commit(const std::shared_ptr<Pending>& job) {
+  const fs::path dir = options_.dir;
+  const std::string name = step_folder_name(job->state.step);
+  const fs::path tmp = dir / (name + ".tmp"), final_folder = dir / name;
+  const int rank = grid_.world()->rank();
+  if (rank == 0) {
+    fs::create_directories(dir);
+    fs::remove_all(tmp);  // a crashed earlier attempt at this step
+    fs::create_directories(tmp);
+  }
+  channel_->barrier()->wait();
+
+  if (job->writer) {
+    proto::RankManifest manifest;
+    manifest.set_rank(rank);
+    std::string data;
+    for (const auto& e : job->entries) {
+      const Tensor dense = e.values.contiguous();
+      const char* bytes = static_cast<const char*>(dense.data_ptr());
+      const int64_t length = static_cast<int64_t>(dense.nbytes());
+      proto::TensorSlice* slice = manifest.add_tensors();
+      slice->set_name(e.name);
+      slice->set_dtype(std::string(dtype_name(dense.dtype())));
+      set_spec(*slice, e.shard);
+      slice->set_file(rank_data_file(rank));
+      slice->set_byte_offset(static_cast<int64_t>(data.size()));
+      slice->set_byte_length(length);
+      slice->set_chunk_bytes(kChunkBytes);
+      for (int64_t begin = 0; begin < length; begin += kChunkBytes)
+        slice->add_chunk_crc32c(
+            crc32c(bytes + begin, static_cast<size_t>(std::min(kChunkBytes, length - begin))));
+      data.append(bytes, static_cast<size_t>(length));
+    }
+    for (const auto& [param, steps] : job->param_steps) (*manifest.mutable_param_steps())[param] = steps;
+    write_file(tmp / rank_data_file(rank), data, /*atomic=*/false);
+    write_message(tmp / rank_manifest_file(rank), manifest);
+  }
+  channel_->barrier()->wait();
+
+  if (rank == 0) {
+    proto::Manifest global;
+    global.set_format_version(kFormatVersion);
+    global.set_step(job->state.step);
+    for (const auto& axis : grid_.axes()) (*global.mutable_grid())[axis.name] = axis.size;
+    global.set_optimizer_steps(job->optimizer_steps);
+    global.mutable_sampler()->set_seed(job->state.sampler.seed);
+    global.mutable_sampler()->set_epoch(job->state.sampler.epoch);
+    global.mutable_sampler()->set_position(job->state.sampler.position);
+    global.set_config(job->state.config);
+    global.set_mode(options_.mode == Mode::sync ? "sync" : "async");
+    global.set_created_unix(std::chrono::duration_cast<std::chrono::seconds>(
+                                std::chrono::system_clock::now().time_since_epoch())
+                                .count());
+    const int writers = grid_.world()->size() / grid_.size("dp");
+    int found = 0;
+    for (int r = 0; r < grid_.world()->size(); ++r) {
+      const fs::path path = tmp / rank_manifest_file(r);
+      if (!fs::exists(path)) continue;
+      proto::RankManifest part;
+      read_message(path, part);
+      for (const auto& t : part.tensors()) *global.add_tensors() = t;
+      for (const auto& [param, steps] : part.param_steps()) (*global.mutable_param_steps())[param] = steps;
+      ++found;
+    }
+    BRAID_CHECK(found == writers, "checkpoint {}: {} of {} ranks wrote their shard", name, found,
+                writers);
+    write_message(tmp / kManifestFile, global);
+    fs::remove_all(final_folder);  // re-saving a step (e.g. after a resume) replaces it
+    fs::rename(tmp, final_folder);
+    fsync_folder(dir);
+    write_file(dir / kLatestFile, name + "\n", /*atomic=*/true);
+    if (options_.keep > 0) {
+      std::vector<fs::path> committed = committed_checkpoints(dir);
+      for (size_t i = 0; i + options_.keep < committed.size(); ++i)
+        if (committed[i] != final_folder) fs::remove_all(committed[i]);
+    }
+  }
+  channel_->barrier()->wait();
+}
+
+}  // namespace braid::ckpt

@@ -1,0 +1,45 @@
+// The on-disk layout of checkpoints shared by the writer, the loader and braid-ckpt: folder and
+// file names, durable writes, manifest files, and slices as nn::ShardSpec.
+#pragma once
+
+#include <google/protobuf/message.h>
+
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "braid/nn/shard_spec.h"
+#include "proto/checkpoint.pb.h"
+
+namespace braid::ckpt {
+
+namespace fs = std::filesystem;
+
+constexpr int kFormatVersion = 1;
+constexpr int64_t kChunkBytes = 1 << 20;  // checksum granularity
+constexpr const char* kManifestFile = "manifest.pb";
+constexpr const char* kLatestFile = "latest";
+
+std::string step_folder_name(int64_t step);              // "step_00000040"
+std::string rank_data_file(int rank);                    // "rank_00003.bin"
+std::string rank_manifest_file(int rank);                // "rank_00003.manifest"
+// Committed checkpoint folders under `dir` (those with a manifest), oldest first.
+std::vector<fs::path> committed_checkpoints(const fs::path& dir);
+
+// Writes `bytes` to `path` and fsyncs the file; replaces atomically when `atomic` (write to a
+// temporary name, fsync, rename, fsync the folder).
+void write_file(const fs::path& path, const std::string& bytes, bool atomic);
+void fsync_folder(const fs::path& folder);
+void write_message(const fs::path& path, const google::protobuf::Message& message);
+// Parses a message; a missing, unreadable or malformed file is an error naming it.
+void read_message(const fs::path& path, google::protobuf::Message& message);
+
+nn::ShardSpec spec_of(const proto::TensorSlice& slice);
+void set_spec(proto::TensorSlice& slice, const nn::ShardSpec& spec);
+
+// Reads a slice's bytes from its file in `folder`, checking the file's size and every chunk's
+// checksum; errors name the file, the tensor and the chunk.
+std::vector<char> read_slice(const fs::path& folder, const proto::TensorSlice& slice);
+
+}  // namespace braid::ckpt

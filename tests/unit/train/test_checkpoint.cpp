@@ -1,0 +1,208 @@
+// Checkpoints in one process: resuming continues bitwise exactly (sync and async), a saved
+// checkpoint never changes when training mutates parameters after save() returns, retention
+// keeps the newest, and every kind of damage is detected with an error naming file and
+// tensor, falling back to the previous checkpoint when configured.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <vector>
+
+#include "braid/ckpt/checkpoint.h"
+#include "braid/ckpt/crc32c.h"
+#include "braid/data/token_shard.h"
+#include "braid/train/trainer.h"
+#include "support/test_util.h"
+
+namespace braid::train {
+namespace {
+
+namespace fs = std::filesystem;
+
+TEST(Crc32c, KnownVectors) {
+  EXPECT_EQ(ckpt::crc32c("123456789", 9), 0xE3069283u);  // the standard check value
+  EXPECT_EQ(ckpt::crc32c("", 0), 0u);
+  // Continuing a checksum equals checksumming the whole.
+  EXPECT_EQ(ckpt::crc32c("6789", 4, ckpt::crc32c("12345", 5)), 0xE3069283u);
+}
+
+class CheckpointTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() /
+           ("braid_ckpt_" + std::to_string(::getpid()) + "_" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+    std::vector<int32_t> tokens;
+    for (int i = 0; i < 6000; ++i) tokens.push_back(static_cast<int32_t>('a' + (i * 7 % 13)));
+    data::write_token_shard(dir_ / "train_000.bin", std::span<const int32_t>(tokens));
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  TrainConfig config(const std::string& mode, int steps, const std::string& resume = "",
+                     const std::string& extra = "") const {
+    return parse_config(
+        fmt::format(R"(
+model {{ vocab_size: 257 n_layer: 2 n_head: 2 n_embd: 32 block_size: 16 }}
+data {{ train_pattern: "{}/train_*.bin" tokenizer: "byte" }}
+optimizer {{ name: "adamw" lr: 1e-2 warmup_steps: 2 grad_clip: 1.0 }}
+training {{ steps: {} batch_size: 4 seq_len: 16 val_every: 0 log_every: 100 seed: 3 }}
+checkpoint {{ dir: "{}" mode: "{}" keep: 2 {} }}
+resume: "{}"
+)",
+                    dir_.string(), steps, (dir_ / "ckpt").string(), mode, extra, resume),
+        "test");
+  }
+  fs::path newest() const { return ckpt::resolve_checkpoint((dir_ / "ckpt").string()); }
+
+  fs::path dir_;
+};
+
+std::vector<std::vector<float>> parameters_of(Trainer& t) {
+  std::vector<std::vector<float>> out;
+  for (const auto& [name, p] : t.model().named_parameters()) out.push_back(p.to_vector());
+  return out;
+}
+
+// 40 steps straight vs 20 steps, a checkpoint, a new Trainer resuming, 20 more: the same
+// losses and parameters to the bit. Clipping is active (norms start well above 1).
+TEST_F(CheckpointTest, ResumingContinuesBitwiseExactly) {
+  for (const std::string mode : {"sync", "async"}) {
+    fs::remove_all(dir_ / "ckpt");
+    Trainer straight(config(mode, 40));
+    std::vector<float> expected;
+    for (int i = 0; i < 40; ++i) expected.push_back(straight.train_step().loss);
+    EXPECT_GT(straight.history().front().grad_norm, 1.0) << "clipping should be active";
+
+    {
+      Trainer first(config(mode, 40));
+      for (int i = 0; i < 20; ++i) first.train_step();
+      first.save_checkpoint();
+      first.wait_for_checkpoint();
+    }
+    Trainer resumed(config(mode, 40, "latest"));
+    ASSERT_EQ(resumed.step(), 20) << mode;
+    for (int i = 20; i < 40; ++i)
+      EXPECT_EQ(resumed.train_step().loss, expected[i]) << mode << " step " << i + 1;
+    EXPECT_EQ(parameters_of(resumed), parameters_of(straight)) << mode;
+  }
+}
+
+// An asynchronous save copies the state before returning: changing the parameters right
+// after it never changes what is written.
+TEST_F(CheckpointTest, MutatingParametersAfterSaveDoesNotChangeIt) {
+  Trainer t(config("async", 10));
+  for (int i = 0; i < 3; ++i) t.train_step();
+  const auto saved = parameters_of(t);
+  t.save_checkpoint();
+  for (const auto& [name, p] : t.model().named_parameters()) p.detach().fill_(7.0f);
+  t.wait_for_checkpoint();
+  Trainer loaded(config("async", 10, "latest"));
+  EXPECT_EQ(parameters_of(loaded), saved);
+}
+
+// fit() checkpoints every N steps and at the end, keeps the newest `keep`, and a restarted
+// run with resume "latest" picks up where the last committed one left off.
+TEST_F(CheckpointTest, FitSavesPeriodicallyKeepsTheNewestAndResumes) {
+  {
+    Trainer t(config("async", 7, "latest", "every_steps: 3"));
+    t.fit();
+  }
+  std::vector<std::string> names;
+  for (const auto& p : fs::directory_iterator(dir_ / "ckpt")) names.push_back(p.path().filename());
+  std::sort(names.begin(), names.end());
+  EXPECT_EQ(names, (std::vector<std::string>{"latest", "step_00000006", "step_00000007"}));
+  Trainer again(config("async", 9, "latest", "every_steps: 3"));
+  EXPECT_EQ(again.step(), 7);
+  again.fit();
+  EXPECT_EQ(again.step(), 9);
+}
+
+// Damage of every kind names the file and tensor; with fallback the previous checkpoint loads.
+TEST_F(CheckpointTest, DamageIsDetectedAndFallsBack) {
+  {
+    Trainer t(config("sync", 10));
+    t.train_step();
+    t.save_checkpoint();  // step 1
+    t.train_step();
+    t.save_checkpoint();  // step 2: the one we damage
+  }
+  const fs::path step2 = newest();
+  ASSERT_EQ(step2.filename(), "step_00000002");
+  const fs::path data = step2 / "rank_00000.bin";
+  const std::string pristine = [&] {
+    std::ifstream in(data, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  }();
+  auto write = [&](const std::string& bytes) {
+    std::ofstream(data, std::ios::binary | std::ios::trunc) << bytes;
+  };
+  auto load_error = [&](bool fallback) -> std::string {
+    try {
+      Trainer t(config("sync", 10, (dir_ / "ckpt").string(),
+                       fallback ? "fallback: true" : "fallback: false"));
+      return fmt::format("loaded step {}", t.step());
+    } catch (const Error& e) {
+      return e.what();
+    }
+  };
+  // A flipped bit.
+  std::string flipped = pristine;
+  flipped[flipped.size() / 2] ^= 0x10;
+  write(flipped);
+  EXPECT_NE(load_error(false).find("fails its checksum: the file is corrupt"), std::string::npos);
+  EXPECT_NE(load_error(false).find("rank_00000.bin: tensor '"), std::string::npos);
+  EXPECT_EQ(load_error(true), "loaded step 1");
+  // Truncated to half, and to one byte.
+  for (size_t keep : {pristine.size() / 2, size_t{1}}) {
+    write(pristine.substr(0, keep));
+    EXPECT_NE(load_error(false).find("the file is truncated"), std::string::npos) << keep;
+    EXPECT_EQ(load_error(true), "loaded step 1");
+  }
+  // A deleted shard.
+  fs::remove(data);
+  EXPECT_NE(load_error(false).find("rank_00000.bin (tensor '"), std::string::npos);
+  EXPECT_EQ(load_error(true), "loaded step 1");
+  write(pristine);
+  EXPECT_EQ(load_error(false), "loaded step 2");
+  // A checkpoint without its global manifest does not exist; `latest` naming it is an error.
+  fs::rename(step2 / "manifest.pb", dir_ / "saved_manifest");
+  EXPECT_NE(load_error(false).find("not a committed checkpoint"), std::string::npos);
+  EXPECT_EQ(load_error(true), "loaded step 1");
+  // `latest` pointing nowhere.
+  std::ofstream(dir_ / "ckpt" / "latest", std::ios::trunc) << "step_00000099\n";
+  EXPECT_NE(load_error(false).find("step_00000099, which is not a committed checkpoint"),
+            std::string::npos);
+  EXPECT_EQ(load_error(true), "loaded step 1");
+}
+
+TEST_F(CheckpointTest, ConfigErrors) {
+  const TrainConfig bad = parse_config(fmt::format(R"(
+model {{ vocab_size: 257 n_layer: 1 n_head: 2 n_embd: 32 block_size: 16 }}
+data {{ train_pattern: "{}/train_*.bin" tokenizer: "byte" }}
+training {{ steps: 2 }}
+checkpoint {{ every_steps: 5 mode: "lazy" }}
+resume: "latest"
+)",
+                                                 dir_.string()),
+                                     "test");
+  const std::string message = [&] {
+    try {
+      validate(bad);
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("valid");
+  }();
+  EXPECT_NE(message.find("checkpoint.mode = \"lazy\""), std::string::npos) << message;
+  EXPECT_NE(message.find("test:5: checkpoint.every_steps = 5 needs checkpoint.dir"),
+            std::string::npos)
+      << message;
+  EXPECT_NE(message.find("needs checkpoint.dir (where to look for the latest checkpoint)"),
+            std::string::npos)
+      << message;
+}
+
+}  // namespace
+}  // namespace braid::train
