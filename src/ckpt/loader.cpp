@@ -15,7 +15,8 @@ namespace {
 
 using SliceIndex = std::map<std::string, std::vector<const proto::TensorSlice*>>;
 
-std::string describe_grid(const google::protobuf::Map<std::string, int32_t>& grid) {
+template <class Map>
+std::string describe_grid(const Map& grid) {
   std::string out;
   for (const char* axis : {"tp", "cp", "pp", "dp"})
     if (auto it = grid.find(axis); it != grid.end()) out += fmt::format("{}={} ", axis, it->second);
@@ -131,7 +132,7 @@ TrainingState load_checkpoint(const std::string& path, nn::Module& model,
       BRAID_CHECK(same_layout || options.allow_reshard,
                   "checkpoint {} was saved under {}, this run is {}; allow resharding "
                   "(checkpoint.reshard: true) to load it into this layout",
-                  folder.string(), describe_grid(manifest.grid()), grid.describe());
+                  folder.string(), describe_grid(manifest.grid()), describe_grid(current));
       SliceIndex index;
       for (const auto& t : manifest.tensors()) index[t.name()].push_back(&t);
       const auto shards = model.shard_specs();
