@@ -8,7 +8,9 @@
 # --virtual-stages V (interleaved 1F1B), --micro-batches M and --schedule NAME.
 #   examples/gpt/pretrain.sh [--ranks N] [--tp T] [--sequence-parallel] [--pp P]
 #                            [--virtual-stages V] [--micro-batches M] [--schedule NAME]
-#                            [--config FILE] [--steps N] [--set field=value ...]
+#                            [--config FILE] [--steps N] [--set field=value ...] [--fresh]
+# The configs checkpoint into out/ckpt/<name>/ and a rerun resumes from the newest checkpoint
+# (in any layout: it is resharded); --fresh deletes them and starts over.
 # env: BRAID_BUILD_DIR (default build/), BRAID_DATA_DIR (default data/)
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)

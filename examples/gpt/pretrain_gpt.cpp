@@ -1,8 +1,11 @@
 // GPT pretraining example: reads a config (+ overrides), trains on one or more ranks,
-// validates, prints a sample.
-//   pretrain_gpt --config examples/gpt/configs/tiny.textproto [--steps N] [--set a.b=v]
+// validates, prints a sample. Resumes from the config's checkpoints (resume: "latest");
+// --fresh deletes them first and starts over.
+//   pretrain_gpt --config examples/gpt/configs/tiny.textproto [--steps N] [--set a.b=v] [--fresh]
 //   mpirun -np 2 pretrain_gpt --config ... --set parallel.dp=2
+#include <algorithm>
 #include <cstdio>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -16,10 +19,20 @@ int main(int argc, char** argv) {
   try {
     env = &braid::dist::init(&argc, &argv);
     std::vector<std::string> rest;
-    braid::train::TrainConfig config =
-        braid::train::config_from_args(std::vector<std::string>(argv + 1, argv + argc), &rest);
-    BRAID_CHECK(rest.empty(), "unknown argument '{}' (expected --config, --steps or --set)",
+    std::vector<std::string> args(argv + 1, argv + argc);
+    const auto fresh = std::find(args.begin(), args.end(), "--fresh");
+    const bool start_fresh = fresh != args.end();
+    if (start_fresh) args.erase(fresh);
+    braid::train::TrainConfig config = braid::train::config_from_args(args, &rest);
+    BRAID_CHECK(rest.empty(),
+                "unknown argument '{}' (expected --config, --steps, --set or --fresh)",
                 rest.empty() ? "" : rest.front());
+    if (start_fresh) {
+      config.proto.set_resume("");
+      const std::string& dir = config.checkpoint().dir();
+      if (env->world()->rank() == 0 && !dir.empty()) std::filesystem::remove_all(dir);
+      env->world()->barrier()->wait();
+    }
     braid::train::Trainer trainer(std::move(config), env->world());
     trainer.fit();
     const auto& vals = trainer.val_history();

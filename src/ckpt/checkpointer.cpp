@@ -64,10 +64,11 @@ void Checkpointer::save(const nn::Module& model, optim::Optimizer& optimizer,
   if (writer_.joinable()) {
     const auto t0 = std::chrono::steady_clock::now();
     wait();
-    log().info("checkpoint of step {} waited {:.0f} ms for the previous write to finish",
-               state.step,
-               std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
-                   .count());
+    const double waited =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    if (waited >= 1.0)
+      log().info("checkpoint of step {} waited {:.0f} ms for the previous write to finish",
+                 state.step, waited);
   }
   autograd::NoGradGuard no_grad;
   auto job = std::make_shared<Pending>();
