@@ -9,13 +9,15 @@
 #include "braid/ckpt/crc32c.h"
 #include "braid/core/logging.h"
 #include "format.h"
+#include "braid/ckpt/overlapped_window.h"
 
 namespace braid::ckpt {
 
 Mode mode_from_name(const std::string& name) {
   if (name == "sync") return Mode::sync;
   if (name == "async") return Mode::async;
-  BRAID_FAIL("checkpoint mode '{}' is not known (expected sync or async)", name);
+  if (name == "overlapped") return Mode::overlapped;
+  BRAID_FAIL("checkpoint mode '{}' is not known (expected sync, async or overlapped)", name);
 }
 
 // One checkpoint in flight: the copied tensors and everything the manifests record.
@@ -30,6 +32,8 @@ struct Checkpointer::Pending {
   std::map<std::string, int64_t> param_steps;
   int64_t optimizer_steps = 0;
   bool writer = false;  // data-parallel replica 0
+  std::map<std::string, nn::ShardSpec> shards;  // overlapped: captured at the request
+  std::set<std::string> skip;
 };
 
 Checkpointer::Checkpointer(CheckpointOptions options, const dist::ParallelGrid& grid)
@@ -43,6 +47,9 @@ Checkpointer::Checkpointer(CheckpointOptions options, const dist::ParallelGrid& 
 }
 
 Checkpointer::~Checkpointer() {
+  if (window_open())
+    log().warn("an overlapped checkpoint window was still open ({} step(s) left): not written",
+               window_steps_left_);
   try {
     wait();
   } catch (const std::exception& e) {
@@ -61,6 +68,12 @@ void Checkpointer::wait() {
 
 void Checkpointer::save(const nn::Module& model, optim::Optimizer& optimizer,
                         const TrainingState& state, const std::set<std::string>& skip) {
+  if (window_open()) {
+    log().info("checkpoint request at step {} skipped: the overlapped checkpoint window is "
+               "still open for {} more step(s)",
+               state.step, window_steps_left_);
+    return;
+  }
   if (writer_.joinable()) {
     const auto t0 = std::chrono::steady_clock::now();
     wait();
@@ -75,6 +88,14 @@ void Checkpointer::save(const nn::Module& model, optim::Optimizer& optimizer,
   job->state = state;
   job->writer = grid_.coord("dp") == 0;
   job->optimizer_steps = optimizer.steps_taken();
+  if (options_.mode == Mode::overlapped && options_.window > 1) {
+    job->shards = model.shard_specs();
+    job->skip = skip;
+    window_job_ = job;
+    window_steps_left_ = options_.window - 1;
+    if (job->writer) window_ = std::make_unique<OverlappedWindow>(optimizer, options_.window);
+    return;
+  }
   if (job->writer) {
     const auto shards = model.shard_specs();
     for (const auto& [name, param] : model.named_parameters())
@@ -91,6 +112,10 @@ void Checkpointer::save(const nn::Module& model, optim::Optimizer& optimizer,
     write_and_commit(job);
     return;
   }
+  start_writer(job);
+}
+
+void Checkpointer::start_writer(std::shared_ptr<Pending> job) {
   writer_ = std::thread([this, job] {
     try {
       write_and_commit(job);
@@ -98,6 +123,55 @@ void Checkpointer::save(const nn::Module& model, optim::Optimizer& optimizer,
       writer_error_ = std::current_exception();
     }
   });
+}
+
+void Checkpointer::save_now(const nn::Module& model, optim::Optimizer& optimizer,
+                            const TrainingState& state, const std::set<std::string>& skip) {
+  if (window_open())
+    log().info("overlapped checkpoint window abandoned at step {}: saving the final state now",
+               state.step);
+  window_.reset();
+  window_job_.reset();
+  window_steps_left_ = 0;
+  const Mode mode = options_.mode;
+  if (mode == Mode::overlapped) options_.mode = Mode::async;
+  save(model, optimizer, state, skip);
+  options_.mode = mode;
+}
+
+void Checkpointer::before_update(const optim::Optimizer& optimizer, float lr, float grad_scale,
+                                 bool skipped) {
+  if (window_) window_->before_update(optimizer, lr, grad_scale, skipped);
+}
+
+void Checkpointer::after_update(optim::Optimizer& optimizer,
+                                const std::function<TrainingState()>& state) {
+  if (!window_open()) return;
+  const bool copied = window_ ? window_->after_update(optimizer) : true;
+  if (--window_steps_left_ > 0) return;
+  BRAID_CHECK(copied, "overlapped checkpoint window ended before its last block was copied");
+  finish_window(optimizer, state());
+}
+
+void Checkpointer::finish_window(optim::Optimizer& optimizer, const TrainingState& state) {
+  std::shared_ptr<Pending> job = std::move(window_job_);
+  job->state = state;
+  job->optimizer_steps = optimizer.steps_taken();
+  if (window_) {
+    const auto& copies = window_->copies();
+    for (size_t i = 0; i < copies.size(); ++i) {
+      const std::string& name = optimizer.params()[i].name;
+      if (job->skip.count(name)) continue;
+      const nn::ShardSpec& shard = job->shards.at(name);
+      job->entries.push_back({"model/" + name, copies[i].param, shard});
+      job->entries.push_back({"optim/" + name + "/exp_avg", copies[i].exp_avg, shard});
+      job->entries.push_back({"optim/" + name + "/exp_avg_sq", copies[i].exp_avg_sq, shard});
+      job->param_steps[name] = copies[i].steps;
+    }
+    window_.reset();
+  }
+  if (writer_.joinable()) wait();
+  start_writer(job);
 }
 
 void Checkpointer::write_and_commit(const std::shared_ptr<Pending>& job) {
@@ -149,7 +223,8 @@ void Checkpointer::write_and_commit(const std::shared_ptr<Pending>& job) {
     global.mutable_sampler()->set_epoch(job->state.sampler.epoch);
     global.mutable_sampler()->set_position(job->state.sampler.position);
     global.set_config(job->state.config);
-    global.set_mode(options_.mode == Mode::sync ? "sync" : "async");
+    const char* modes[] = {"sync", "async", "overlapped"};
+    global.set_mode(modes[static_cast<int>(options_.mode)]);
     global.set_created_unix(std::chrono::duration_cast<std::chrono::seconds>(
                                 std::chrono::system_clock::now().time_since_epoch())
                                 .count());

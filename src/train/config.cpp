@@ -566,6 +566,7 @@ void apply_defaults(TrainConfig& cfg) {
   fill("checkpoint.keep", k->has_keep(), [&] { k->set_keep(3); });
   fill("checkpoint.reshard", k->has_reshard(), [&] { k->set_reshard(true); });
   fill("checkpoint.fallback", k->has_fallback(), [&] { k->set_fallback(true); });
+  fill("checkpoint.window", k->has_window(), [&] { k->set_window(7); });
   fill("resume", cfg.proto.has_resume(), [&] { cfg.proto.set_resume(""); });
 }
 
@@ -718,7 +719,10 @@ std::vector<std::string> find_problems(const TrainConfig& cfg) {
                          p.pp(), p.pp()));
   }
   const auto& k = cfg.proto.checkpoint();
-  c.expect_one_of("checkpoint.mode", k.mode(), {"sync", "async"});
+  c.expect_one_of("checkpoint.mode", k.mode(), {"sync", "async", "overlapped"});
+  c.expect(k.window() >= 1, "checkpoint.window", "must be >= 1 (steps the copy is spread over)");
+  c.expect(k.mode() != "overlapped" || cfg.optimizer().name() == "adamw", "checkpoint.mode",
+           "replays AdamW updates; with optimizer.name sgd use async");
   c.expect(k.every_steps() >= 0, "checkpoint.every_steps", "must be >= 0 (0 = only at the end)");
   c.expect(k.keep() >= 0, "checkpoint.keep", "must be >= 0 (0 keeps all)");
   c.expect(k.every_steps() == 0 || !k.dir().empty(), "checkpoint.every_steps",

@@ -124,7 +124,8 @@ Trainer::Trainer(TrainConfig config, dist::ProcessGroupPtr world) : config_(std:
   const auto& ck = config_.checkpoint();
   if (!ck.dir().empty())
     checkpointer_ = std::make_unique<ckpt::Checkpointer>(
-        ckpt::CheckpointOptions{ck.dir(), ckpt::mode_from_name(ck.mode()), ck.keep()}, *grid_);
+        ckpt::CheckpointOptions{ck.dir(), ckpt::mode_from_name(ck.mode()), ck.keep(), ck.window()},
+        *grid_);
   // "latest" with nothing saved yet starts fresh: the first run of a restartable job.
   const std::string& resume = config_.proto.resume();
   const bool latest = resume == "latest";
@@ -194,10 +195,12 @@ StepMetrics Trainer::train_step() {
     m.skipped = true;
     log().warn("step {}: non-finite loss {} or gradient norm {}; update skipped", step_ + 1, m.loss,
                clip.norm);
-  } else {
-    strategy_->step(m.lr, clip.scale);
   }
+  // An overlapped checkpoint records exactly what this update uses.
+  if (checkpointer_) checkpointer_->before_update(*optimizer_, m.lr, clip.scale, m.skipped);
+  if (!m.skipped) strategy_->step(m.lr, clip.scale);
   ++step_;
+  if (checkpointer_) checkpointer_->after_update(*optimizer_, [this] { return training_state(); });
   m.step_ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   m.tokens_per_s = static_cast<double>(tokens) / (m.step_ms / 1e3);
@@ -225,13 +228,21 @@ float Trainer::evaluate() {
       strategy_->reduce_metric(total / static_cast<double>(std::max<int64_t>(batches, 1))));
 }
 
-void Trainer::save_checkpoint() {
-  BRAID_CHECK(checkpointer_, "save_checkpoint needs checkpoint.dir in the config");
+ckpt::TrainingState Trainer::training_state() const {
   ckpt::TrainingState state;
   state.step = step_;
   state.sampler = train_sampler_->state();
   state.config = to_text(config_);
-  checkpointer_->save(*model_, *optimizer_, state, not_saved_here_);
+  return state;
+}
+
+void Trainer::save_checkpoint(bool now) {
+  BRAID_CHECK(checkpointer_, "save_checkpoint needs checkpoint.dir in the config");
+  if (now) {
+    checkpointer_->save_now(*model_, *optimizer_, training_state(), not_saved_here_);
+  } else {
+    checkpointer_->save(*model_, *optimizer_, training_state(), not_saved_here_);
+  }
 }
 
 void Trainer::wait_for_checkpoint() {
@@ -286,7 +297,10 @@ void Trainer::fit() {
     }
   }
   bar.finish();
-  if (checkpointer_ && step_ > first_step && (every == 0 || step_ % every != 0)) save_checkpoint();
+  // The final state is saved at once, even when an overlapped window would need more steps.
+  if (checkpointer_ && step_ > first_step && (every == 0 || step_ % every != 0 ||
+                                              checkpointer_->window_open()))
+    save_checkpoint(/*now=*/true);
   validate_now();
   wait_for_checkpoint();
 }

@@ -15,6 +15,7 @@
 // (one machine, or a shared filesystem).
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <set>
 #include <string>
@@ -28,15 +29,19 @@
 namespace braid::ckpt {
 
 enum class Mode {
-  sync,   // copy and write, then return
-  async,  // copy the state, return; a writer thread persists and commits it
+  sync,        // copy and write, then return
+  async,       // copy the state, return; a writer thread persists and commits it
+  overlapped,  // copy 1/window of the state per step over `window` steps, replay AdamW on
+               // the early blocks, then write like async (see braid/ckpt/overlapped_window.h)
 };
-Mode mode_from_name(const std::string& name);  // "sync" / "async"; errors name the choices
+// "sync" / "async" / "overlapped"; errors name the choices.
+Mode mode_from_name(const std::string& name);
 
 struct CheckpointOptions {
   std::string dir;
   Mode mode = Mode::sync;
   int keep = 3;  // committed checkpoints kept; 0 keeps all
+  int window = 7;  // overlapped: steps (and state blocks) the copy is spread over
 };
 
 // What a training run restores besides tensors.
@@ -58,20 +63,39 @@ class Checkpointer {
   // is unfinished first waits for it (logged): never skipped, never overlapping.
   void save(const nn::Module& model, optim::Optimizer& optimizer, const TrainingState& state,
             const std::set<std::string>& skip = {});
-  // Waits for the unfinished write and rethrows its error.
+  // Saves the current state now (one copy, then written like async) whatever the mode,
+  // abandoning an open overlapped window: the end of training cannot wait for more steps.
+  void save_now(const nn::Module& model, optim::Optimizer& optimizer, const TrainingState& state,
+                const std::set<std::string>& skip = {});
+  // Waits for the unfinished write and rethrows its error (an overlapped window still
+  // copying is left running).
   void wait();
+
+  // Overlapped mode: the training loop reports every step around its optimizer update. A
+  // save() starts a window after step t0; the checkpoint holds the state after step
+  // t0 + window - 1. A request while a window is open is skipped (logged).
+  void before_update(const optim::Optimizer& optimizer, float lr, float grad_scale, bool skipped);
+  void after_update(optim::Optimizer& optimizer, const std::function<TrainingState()>& state);
+  bool window_open() const { return window_steps_left_ > 0; }
 
   const CheckpointOptions& options() const { return options_; }
 
  private:
   struct Pending;
   void write_and_commit(const std::shared_ptr<Pending>& job);
+  void start_writer(std::shared_ptr<Pending> job);
+  void finish_window(optim::Optimizer& optimizer, const TrainingState& state);
 
   CheckpointOptions options_;
   const dist::ParallelGrid& grid_;
   dist::ProcessGroupPtr channel_;  // barriers of the commit protocol only
   std::thread writer_;
   std::exception_ptr writer_error_;
+  // Overlapped mode: the open window (writer ranks), the steps it still needs (every rank),
+  // and what save() captured for its manifest.
+  std::unique_ptr<class OverlappedWindow> window_;
+  int window_steps_left_ = 0;
+  std::shared_ptr<Pending> window_job_;
 };
 
 struct LoadOptions {

@@ -46,8 +46,10 @@ class Trainer {
   StepMetrics train_step();
   // Mean validation loss over val_steps batches from the start of the validation set.
   float evaluate();
-  // Checkpoints the current state into checkpoint.dir (collective over the world).
-  void save_checkpoint();
+  // Checkpoints the current state into checkpoint.dir (collective over the world). In
+  // overlapped mode this opens the window and the checkpoint lands window - 1 steps later;
+  // `now` saves the current state at once whatever the mode.
+  void save_checkpoint(bool now = false);
   // Waits for an asynchronous checkpoint write to commit (rethrows its error).
   void wait_for_checkpoint();
 
@@ -74,6 +76,8 @@ class Trainer {
   void set_batch_source(std::function<data::Batch()> source) { batch_source_ = std::move(source); }
 
  private:
+  ckpt::TrainingState training_state() const;
+
   TrainConfig config_;
   std::unique_ptr<dist::ParallelGrid> grid_;
   std::unique_ptr<nn::Gpt> model_;

@@ -1,0 +1,59 @@
+// The K-step window of an overlapped checkpoint (DESIGN.md section 5): the state is cut into
+// K blocks; block i is copied after step t0 + i, the gradients of later steps are recorded for
+// the blocks already copied, and when the last block is copied AdamW replays the missed
+// updates on the older blocks so every block reaches step t0 + K - 1. The replay calls the
+// same AdamW kernel with the same learning rate, clip scale, step counts and skip decisions
+// as the live update, so the result is bitwise the state a synchronous snapshot would copy.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "braid/nn/module.h"
+#include "braid/optim/optimizer.h"
+
+namespace braid::ckpt {
+
+class OverlappedWindow {
+ public:
+  // Starts the window right after a step: splits `optimizer`'s parameters into `blocks`
+  // groups of similar size and copies group 0. The optimizer must be AdamW.
+  OverlappedWindow(optim::Optimizer& optimizer, int blocks);
+
+  // Before the live update of a step: records what it will use for the copied blocks.
+  void before_update(const optim::Optimizer& optimizer, float lr, float grad_scale, bool skipped);
+  // After the live update: copies the next block; true once every block is copied and
+  // replayed (then the copy is the state after this step).
+  bool after_update(optim::Optimizer& optimizer);
+
+  // Parameter i's copied values and state, valid once after_update returned true.
+  struct ParamCopy {
+    Tensor param, exp_avg, exp_avg_sq;
+    int64_t steps = 0;
+  };
+  const std::vector<ParamCopy>& copies() const { return copies_; }
+  bool complete() const { return copied_ == blocks_; }
+  // Bytes copied so far (parameters, moments and recorded gradients).
+  int64_t bytes_copied() const { return bytes_copied_; }
+
+ private:
+  struct Update {
+    float lr = 0, grad_scale = 1;
+    bool skipped = false;
+    int first_block = 0;       // blocks [0, first_block) were copied when it was recorded
+    std::vector<Tensor> grads;  // per parameter (undefined outside those blocks or no grad)
+  };
+  void copy_block(optim::Optimizer& optimizer, int block);
+  void replay();
+
+  int blocks_;
+  int copied_ = 0;                // blocks copied so far
+  std::vector<int> block_of_;     // parameter -> block
+  std::vector<ParamCopy> copies_;
+  std::vector<Update> updates_;
+  optim::AdamWOptions adamw_;
+  std::vector<float> weight_decay_;
+  int64_t bytes_copied_ = 0;
+};
+
+}  // namespace braid::ckpt
