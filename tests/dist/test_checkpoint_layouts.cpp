@@ -44,14 +44,17 @@ class CheckpointLayouts : public DistTest {
     DistTest::TearDown();
   }
 
-  // 8 blocks of width 32 with 4 heads, batch 4 per step, AdamW with clipping.
+  // 8 blocks of width 32 with 4 heads, batch 4 per step, AdamW with clipping. The
+  // vocabulary pads to a multiple of tp only (257, 258 or 260 rows), so layouts differ in
+  // padding too.
   train::TrainConfig config(const Layout& l, const std::string& resume = "") const {
     std::string split;
     for (char c : l.stage_layers)
       if (std::isdigit(c)) split += fmt::format(" stage_layers: {}", c - '0');
     return train::parse_config(
         fmt::format(R"(
-model {{ vocab_size: 257 n_layer: 8 n_head: 4 n_embd: 32 block_size: 16 }}
+model {{ vocab_size: 257 padded_vocab_multiple: 1 n_layer: 8 n_head: 4 n_embd: 32
+        block_size: 16 }}
 data {{ train_pattern: "{}/train_*.bin" tokenizer: "byte" }}
 optimizer {{ name: "adamw" lr: 3e-3 weight_decay: 0.1 grad_clip: 1.0 warmup_steps: 2 }}
 training {{ steps: 40 batch_size: {} seq_len: 16 val_every: 0 seed: 9 }}
