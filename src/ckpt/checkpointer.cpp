@@ -8,6 +8,7 @@
 #include "braid/ckpt/checkpoint.h"
 #include "braid/ckpt/crc32c.h"
 #include "braid/core/logging.h"
+#include "fault_injection.h"
 #include "format.h"
 #include "braid/ckpt/overlapped_window.h"
 
@@ -88,9 +89,15 @@ void Checkpointer::save(const nn::Module& model, optim::Optimizer& optimizer,
   job->state = state;
   job->writer = grid_.coord("dp") == 0;
   job->optimizer_steps = optimizer.steps_taken();
+  // Tensor-parallel ranks hold identical copies of replicated parameters: rank 0 of tp
+  // writes them.
+  std::set<std::string> not_mine = skip;
+  if (grid_.has_axis("tp") && grid_.coord("tp") != 0)
+    for (const auto& [name, spec] : model.shard_specs())
+      if (spec.is_whole()) not_mine.insert(name);
   if (options_.mode == Mode::overlapped && options_.window > 1) {
     job->shards = model.shard_specs();
-    job->skip = skip;
+    job->skip = not_mine;
     window_job_ = job;
     window_steps_left_ = options_.window - 1;
     if (job->writer) window_ = std::make_unique<OverlappedWindow>(optimizer, options_.window);
@@ -99,10 +106,11 @@ void Checkpointer::save(const nn::Module& model, optim::Optimizer& optimizer,
   if (job->writer) {
     const auto shards = model.shard_specs();
     for (const auto& [name, param] : model.named_parameters())
-      if (!skip.count(name)) job->entries.push_back({"model/" + name, param.clone(), shards.at(name)});
+      if (!not_mine.count(name))
+        job->entries.push_back({"model/" + name, param.clone(), shards.at(name)});
     for (size_t i = 0; i < optimizer.params().size(); ++i) {
       const std::string& name = optimizer.params()[i].name;
-      if (skip.count(name)) continue;
+      if (not_mine.count(name)) continue;
       job->param_steps[name] = optimizer.param_steps(i);
       for (const auto& [state_name, t] : optimizer.param_state(i))
         job->entries.push_back({"optim/" + name + "/" + state_name, t.clone(), shards.at(name)});
@@ -147,6 +155,9 @@ void Checkpointer::before_update(const optim::Optimizer& optimizer, float lr, fl
 void Checkpointer::after_update(optim::Optimizer& optimizer,
                                 const std::function<TrainingState()>& state) {
   if (!window_open()) return;
+  const int rank = grid_.world()->rank();
+  const int64_t landing = window_job_->state.step + options_.window - 1;
+  crash_if_requested(window_steps_left_ == 1 ? "replay" : "window", landing, rank);
   const bool copied = window_ ? window_->after_update(optimizer) : true;
   if (--window_steps_left_ > 0) return;
   BRAID_CHECK(copied, "overlapped checkpoint window ended before its last block was copied");
@@ -208,8 +219,18 @@ void Checkpointer::write_and_commit(const std::shared_ptr<Pending>& job) {
       data.append(bytes, static_cast<size_t>(length));
     }
     for (const auto& [param, steps] : job->param_steps) (*manifest.mutable_param_steps())[param] = steps;
+    const int64_t step = job->state.step;
+    if (fault_requested("mid_file", step, rank)) {
+      write_file(tmp / rank_data_file(rank), data.substr(0, data.size() / 2), false);
+      crash_if_requested("mid_file", step, rank);
+    }
+    BRAID_CHECK(!fault_requested("enospc", step, rank),
+                "writing {} failed after {} of {} bytes: No space left on device (is the disk "
+                "full?) [injected]",
+                (tmp / rank_data_file(rank)).string(), data.size() / 2, data.size());
     write_file(tmp / rank_data_file(rank), data, /*atomic=*/false);
     write_message(tmp / rank_manifest_file(rank), manifest);
+    crash_if_requested("before_commit", job->state.step, rank);
   }
   channel_->barrier()->wait();
 
@@ -245,6 +266,7 @@ void Checkpointer::write_and_commit(const std::shared_ptr<Pending>& job) {
     fs::remove_all(final_folder);  // re-saving a step (e.g. after a resume) replaces it
     fs::rename(tmp, final_folder);
     fsync_folder(dir);
+    crash_if_requested("latest", job->state.step, rank);
     write_file(dir / kLatestFile, name + "\n", /*atomic=*/true);
     if (options_.keep > 0) {
       std::vector<fs::path> committed = committed_checkpoints(dir);

@@ -92,9 +92,13 @@ std::string resolve_checkpoint(const std::string& path) {
                 (p / kLatestFile).string(), name, kManifestFile);
     return (p / name).string();
   }
+  // A crash after the first commit's rename but before `latest` was written: the manifest is
+  // the commit, `latest` only a pointer to it.
+  const std::vector<fs::path> committed = committed_checkpoints(p);
+  if (!committed.empty()) return committed.back().string();
   BRAID_CHECK(fs::exists(p), "checkpoint path {} does not exist", path);
-  BRAID_FAIL("{} is neither a checkpoint (no {}) nor a checkpoint folder (no '{}' file)", path,
-             kManifestFile, kLatestFile);
+  BRAID_FAIL("{} is neither a checkpoint (no {}) nor a folder of committed checkpoints", path,
+             kManifestFile);
 }
 
 TrainingState load_checkpoint(const std::string& path, nn::Module& model,

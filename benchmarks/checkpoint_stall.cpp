@@ -1,0 +1,419 @@
+// Checkpoint stall: how long training stops for each checkpoint mode, and what it costs after.
+//   checkpoint_stall [--models small,124m --every 10,50 --modes sync,async
+//                     --steps-small 60 --steps-124m 30 --warmup 2 --after 2 --threads 0
+//                     --json benchmarks/results/checkpoint_stall.json]
+// benchmarks/checkpoint_stall.sh runs it from any folder with the build's binary.
+//
+// One process, one rank. For every (model, interval, mode) a fresh Trainer (AdamW, grad clip
+// 1.0, checkpoint keep 2, every_steps 0) runs `warmup` untimed steps, then the measured steps,
+// calling save_checkpoint() after measured step k whenever k % every == 0. Per row:
+//   ckpts      save_checkpoint() calls / checkpoints committed by the end of the run (a mode
+//              that finishes a checkpoint steps later may leave the last one unwritten);
+//   stall      wall time of the save_checkpoint() call: what training waits for (mean over
+//              the run's checkpoints), also as a fraction of an ordinary step;
+//   step       median wall time of the ordinary steps: those not among the `after` (--after,
+//              default 2) steps that follow a checkpoint;
+//   after      the mean of the `after` steps after a checkpoint / the ordinary step, median
+//              over the checkpoints: how much an asynchronous write (or the page cache
+//              flushing a synchronous one) slows compute. Per checkpoint first, because the
+//              write tends to land on the first step only: a median over all following steps
+//              would report the untouched second steps. The JSON also has the extra
+//              milliseconds (after_checkpoint_extra_ms: those steps minus as many ordinary
+//              ones). A mode that spreads its copy over the steps after save() (overlapped:
+//              its window, 7 by default) needs --after at least that long to be compared;
+//   MiB/ckpt   bytes of the committed step folder (every checkpoint holds the same tensors);
+//   +peak      growth of the tracked host allocator's peak during save() (braid::
+//              host_memory_stats): the tensor copies. Buffers outside the allocator (the
+//              serialisation string of the shard file) do not show here, hence
+//   +rss       growth of the process's resident high-water mark (VmHWM, reset through
+//              /proc/self/clear_refs) from just before save() to the end of the `after`
+//              steps after it, over the resident size before save(): all memory, including an
+//              asynchronous writer's buffers while they live inside that window;
+//   wait       the final wait_for_checkpoint() (the last asynchronous write finishing);
+//   overhead   (wall time of the measured steps, saves and final wait - steps x S)
+//              / (steps x S), S the MEAN ordinary step: the whole cost of checkpointing at
+//              this interval. The mean, not the median, so that steps x S is what the steps
+//              would have taken without checkpoints even when step times are skewed (a busy
+//              machine); the JSON also has overhead_pct_vs_median, the same with the median.
+// An interval at least as long as the run saves nothing; its row shows dashes (JSON null).
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <numeric>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "braid/ckpt/checkpoint.h"
+#include "braid/core/allocator.h"
+#include "braid/core/generator.h"
+#include "braid/data/token_shard.h"
+#include "braid/train/trainer.h"
+
+namespace {
+
+using namespace braid;
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+constexpr double kMiB = 1048576.0;
+
+struct ModelSpec {
+  std::string name;
+  int64_t layers, width, heads, vocab, seq, batch;
+  std::string steps_flag;
+};
+
+// "small": the byte-level GPT of the examples; "124m": GPT-2 124M's shape with short sequences
+// so one step stays within seconds on two cores (the state, and so the checkpoint, is full size).
+const std::vector<ModelSpec> kModels = {{"small", 4, 256, 4, 257, 128, 4, "steps-small"},
+                                        {"124m", 12, 768, 12, 50257, 64, 1, "steps-124m"}};
+
+struct SaveSample {
+  int64_t after_step = 0;  // measured step the checkpoint follows (1-based)
+  double stall_ms = 0;
+  int64_t extra_peak_bytes = 0;   // tracked allocator: peak during save() - live before it
+  int64_t held_bytes = 0;         // tracked allocator: live after save() - live before it
+  int64_t rss_growth_bytes = -1;  // -1: the kernel does not expose or reset VmHWM
+};
+
+struct RunResult {
+  std::vector<double> step_ms;
+  std::vector<SaveSample> saves;
+  double wait_ms = 0, total_ms = 0;
+  int64_t bytes_per_checkpoint = 0;
+  int64_t committed = 0;  // distinct checkpoints seen committed during and after the run
+};
+
+std::vector<std::string> split(const std::string& list) {
+  std::vector<std::string> out;
+  std::stringstream in(list);
+  for (std::string item; std::getline(in, item, ',');)
+    if (!item.empty()) out.push_back(item);
+  return out;
+}
+
+double median(std::vector<double> v) {
+  if (v.empty()) return kNaN;
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+double ms_since(Clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+}
+
+// A field of /proc/self/status in bytes ("VmHWM", "VmRSS"), or -1 where there is none.
+int64_t proc_status_bytes(const std::string& field) {
+  std::ifstream in("/proc/self/status");
+  for (std::string line; std::getline(in, line);)
+    if (line.rfind(field + ":", 0) == 0) return std::stoll(line.substr(field.size() + 1)) * 1024;
+  return -1;
+}
+
+// Restarts the resident high-water mark from the current resident size (Linux >= 4.0).
+bool reset_rss_peak() {
+  std::ofstream out("/proc/self/clear_refs");
+  out << "5";
+  out.flush();
+  return static_cast<bool>(out);
+}
+
+int64_t folder_bytes(const fs::path& folder) {
+  int64_t total = 0;
+  for (const auto& entry : fs::recursive_directory_iterator(folder))
+    if (entry.is_regular_file()) total += static_cast<int64_t>(entry.file_size());
+  return total;
+}
+
+// 200k uniform token ids below `vocab` in <dir>/train_000.bin.
+void write_tokens(const fs::path& dir, int64_t vocab) {
+  fs::create_directories(dir);
+  std::vector<int32_t> tokens(200000);
+  for (size_t i = 0; i < tokens.size(); ++i)
+    tokens[i] = static_cast<int32_t>(std::min<int64_t>(
+        vocab - 1, static_cast<int64_t>(uniform_at(7, 1, i) * static_cast<float>(vocab))));
+  data::write_token_shard(dir / "train_000.bin", std::span<const int32_t>(tokens));
+}
+
+RunResult run(const ModelSpec& m, int64_t steps, int64_t every, int64_t after,
+              const std::string& mode, int64_t warmup, int64_t threads, const fs::path& data_dir,
+              const fs::path& ckpt_dir) {
+  fs::remove_all(ckpt_dir);
+  const std::string config =
+      fmt::format(R"(
+model {{ vocab_size: {} n_layer: {} n_head: {} n_embd: {} block_size: {} }}
+data {{ train_pattern: "{}/train_*.bin" tokenizer: "byte" }}
+optimizer {{ name: "adamw" lr: 1e-4 weight_decay: 0.1 grad_clip: 1.0 }}
+training {{ steps: 1000000 batch_size: {} seq_len: {} val_every: 0 log_every: 1000000 threads: {} seed: 1 }}
+checkpoint {{ dir: "{}" mode: "{}" keep: 2 every_steps: 0 }}
+)",
+                  m.vocab, m.layers, m.heads, m.width, m.seq, data_dir.string(), m.batch, m.seq,
+                  threads, ckpt_dir.string(), mode);
+  train::Trainer trainer(train::parse_config(config, "checkpoint_stall"));
+  // The first steps allocate the optimizer state and warm the caches: not a checkpoint's cost.
+  for (int64_t i = 0; i < warmup; ++i) trainer.train_step();
+
+  RunResult r;
+  int64_t rss_before = -1;  // resident size before the save whose window is open
+  int open = -1;            // index of the save whose +rss window is still open
+  auto close_rss_window = [&] {
+    if (open >= 0 && rss_before >= 0) {
+      const int64_t hwm = proc_status_bytes("VmHWM");
+      if (hwm >= 0) r.saves[open].rss_growth_bytes = std::max<int64_t>(0, hwm - rss_before);
+    }
+    open = -1;
+  };
+  // Commits happen on a writer thread or steps after save(), and keep: 2 deletes old ones:
+  // count the distinct newest checkpoints seen between steps (a directory read, microseconds).
+  std::set<std::string> seen;
+  auto observe_commits = [&] {
+    if (ckpt::has_committed_checkpoint(ckpt_dir.string()))
+      seen.insert(ckpt::resolve_checkpoint(ckpt_dir.string()));
+  };
+  const auto run_start = Clock::now();
+  for (int64_t k = 1; k <= steps; ++k) {
+    // Wall time of the whole call rather than StepMetrics.step_ms, so that steps and saves
+    // add up to the run's wall time in the overhead.
+    const auto t0 = Clock::now();
+    trainer.train_step();
+    r.step_ms.push_back(ms_since(t0));
+    observe_commits();
+    if (open >= 0 && k == r.saves[open].after_step + after) close_rss_window();
+    if (k % every != 0) continue;
+    close_rss_window();  // every <= after: the next save starts before the window ends
+    SaveSample s;
+    s.after_step = k;
+    const MemoryStats before = host_memory_stats();
+    rss_before = reset_rss_peak() ? proc_status_bytes("VmRSS") : -1;
+    reset_host_peak();
+    const auto t_save = Clock::now();
+    trainer.save_checkpoint();
+    s.stall_ms = ms_since(t_save);
+    const MemoryStats after = host_memory_stats();
+    s.extra_peak_bytes = after.peak_bytes - before.current_bytes;
+    s.held_bytes = after.current_bytes - before.current_bytes;
+    r.saves.push_back(s);
+    open = static_cast<int>(r.saves.size()) - 1;
+  }
+  const auto t_wait = Clock::now();
+  trainer.wait_for_checkpoint();
+  r.wait_ms = ms_since(t_wait);
+  r.total_ms = ms_since(run_start);
+  close_rss_window();
+  observe_commits();
+  r.committed = static_cast<int64_t>(seen.size());
+  if (r.committed > 0) r.bytes_per_checkpoint = folder_bytes(ckpt::resolve_checkpoint(ckpt_dir));
+  return r;
+}
+
+struct Row {
+  double stall_ms = kNaN, stall_max_ms = kNaN, stall_per_step = kNaN, step_ms = kNaN,
+         after_ratio = kNaN, after_extra_ms = kNaN, mib = kNaN, peak_mib = kNaN, held_mib = kNaN,
+         rss_mib = kNaN, overhead_pct = kNaN, overhead_pct_vs_median = kNaN;
+};
+
+Row summarise(const RunResult& r, int64_t steps, int64_t after) {
+  std::vector<bool> after_save(static_cast<size_t>(steps + 1), false);
+  for (const auto& s : r.saves)
+    for (int64_t k = s.after_step + 1; k <= std::min(steps, s.after_step + after); ++k)
+      after_save[static_cast<size_t>(k)] = true;
+  std::vector<double> ordinary;
+  for (int64_t k = 1; k <= steps; ++k)
+    if (!after_save[static_cast<size_t>(k)])
+      ordinary.push_back(r.step_ms[static_cast<size_t>(k - 1)]);
+  Row row;
+  row.step_ms = median(ordinary);
+  auto overhead = [&](double step) { return 100.0 * (r.total_ms - steps * step) / (steps * step); };
+  row.overhead_pct = ordinary.empty()
+                         ? kNaN
+                         : overhead(std::accumulate(ordinary.begin(), ordinary.end(), 0.0) /
+                                    static_cast<double>(ordinary.size()));
+  row.overhead_pct_vs_median = overhead(row.step_ms);
+  if (r.saves.empty()) return row;
+  double stall = 0, peak = 0, held = 0, rss = 0;
+  row.stall_max_ms = 0;
+  bool rss_known = true;
+  for (const auto& s : r.saves) {
+    stall += s.stall_ms;
+    row.stall_max_ms = std::max(row.stall_max_ms, s.stall_ms);
+    peak = std::max(peak, static_cast<double>(s.extra_peak_bytes));
+    held = std::max(held, static_cast<double>(s.held_bytes));
+    rss_known = rss_known && s.rss_growth_bytes >= 0;
+    rss = std::max(rss, static_cast<double>(s.rss_growth_bytes));
+  }
+  row.stall_ms = stall / static_cast<double>(r.saves.size());
+  row.stall_per_step = row.stall_ms / row.step_ms;
+  std::vector<double> ratios, extras;
+  for (const auto& s : r.saves) {
+    double sum = 0;
+    int64_t n = 0;
+    for (int64_t k = s.after_step + 1; k <= std::min(steps, s.after_step + after); ++k, ++n)
+      sum += r.step_ms[static_cast<size_t>(k - 1)];
+    if (n == 0) continue;  // the run ended with this checkpoint
+    ratios.push_back(sum / static_cast<double>(n) / row.step_ms);
+    extras.push_back(sum - static_cast<double>(n) * row.step_ms);
+  }
+  row.after_ratio = median(ratios);
+  row.after_extra_ms = median(extras);
+  row.mib = static_cast<double>(r.bytes_per_checkpoint) / kMiB;
+  row.peak_mib = peak / kMiB;
+  row.held_mib = held / kMiB;
+  if (rss_known) row.rss_mib = rss / kMiB;
+  return row;
+}
+
+// A number, or "-" for NaN (no checkpoint in the run, or no measurement).
+std::string cell(double v, int width, int decimals) {
+  return std::isnan(v) ? fmt::format("{:>{}}", "-", width)
+                       : fmt::format("{:>{}.{}f}", v, width, decimals);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const fs::path tmp =
+      fs::temp_directory_path() / ("braid_checkpoint_stall_" + std::to_string(::getpid()));
+  try {
+    std::map<std::string, std::string> flags = {
+        {"models", "small,124m"},
+        {"every", "10,50"},
+        {"modes", "sync,async"},
+        {"steps-small", "60"},
+        {"steps-124m", "30"},
+        {"warmup", "2"},
+        {"after", "2"},
+        {"threads", "0"},
+        {"json", "benchmarks/results/checkpoint_stall.json"}};
+    for (int i = 1; i < argc; i += 2) {
+      const std::string flag = argv[i];
+      BRAID_CHECK(flag.rfind("--", 0) == 0 && flags.count(flag.substr(2)), "unknown flag {}", flag);
+      BRAID_CHECK(i + 1 < argc, "flag {} needs a value", flag);
+      flags[flag.substr(2)] = argv[i + 1];
+    }
+    // Unknown modes fail here, before any model is built; a mode added to ckpt::Mode works
+    // without touching this file.
+    const std::vector<std::string> modes = split(flags["modes"]);
+    BRAID_CHECK(!modes.empty(), "--modes is empty; expected e.g. sync,async");
+    for (const auto& mode : modes) ckpt::mode_from_name(mode);
+    std::vector<int64_t> intervals;
+    for (const auto& e : split(flags["every"])) {
+      intervals.push_back(std::stoll(e));
+      BRAID_CHECK(intervals.back() > 0, "--every takes positive step counts, got {}", e);
+    }
+    std::vector<ModelSpec> models;
+    for (const auto& name : split(flags["models"])) {
+      const auto it = std::find_if(kModels.begin(), kModels.end(),
+                                   [&](const ModelSpec& m) { return m.name == name; });
+      BRAID_CHECK(it != kModels.end(), "unknown model '{}' (expected small or 124m)", name);
+      models.push_back(*it);
+    }
+    const int64_t warmup = std::stoll(flags["warmup"]), threads = std::stoll(flags["threads"]);
+    const int64_t after = std::stoll(flags["after"]);
+    BRAID_CHECK(after >= 1, "--after must be at least 1, got {}", after);
+
+    nlohmann::json rows = nlohmann::json::array();
+    const std::string header = fmt::format(
+        "{:<6} {:>5} {:<10} {:>7} {:>9} {:>10} {:>8} {:>6} {:>8} {:>8} {:>8} {:>8} {:>9}", "model",
+        "every", "mode", "ckpts", "stall ms", "stall/step", "step ms", "after", "MiB/ckpt", "+peak",
+        "+rss", "wait ms", "overhead");
+    for (const auto& m : models) {
+      const int64_t steps = std::stoll(flags[m.steps_flag]);
+      BRAID_CHECK(steps > 0, "--{} must be positive", m.steps_flag);
+      const fs::path data_dir = tmp / ("data_" + m.name);
+      write_tokens(data_dir, m.vocab);
+      std::printf(
+          "\n%s: %lld layers, width %lld, %lld heads, vocab %lld, batch %lld x %lld; "
+          "%lld measured steps after %lld warm-up\n%s\n",
+          m.name.c_str(), (long long)m.layers, (long long)m.width, (long long)m.heads,
+          (long long)m.vocab, (long long)m.batch, (long long)m.seq, (long long)steps,
+          (long long)warmup, header.c_str());
+      for (const int64_t every : intervals) {
+        for (const auto& mode : modes) {
+          const RunResult r =
+              run(m, steps, every, after, mode, warmup, threads, data_dir, tmp / "ckpt");
+          fs::remove_all(tmp / "ckpt");
+          const Row row = summarise(r, steps, after);
+          std::printf("%-6s %5lld %-10s %7s %s %s %s %s %s %s %s %s %s\n", m.name.c_str(),
+                      (long long)every, mode.c_str(),
+                      fmt::format("{}/{}", r.saves.size(), r.committed).c_str(),
+                      cell(row.stall_ms, 9, 1).c_str(), cell(row.stall_per_step, 10, 2).c_str(),
+                      cell(row.step_ms, 8, 1).c_str(), cell(row.after_ratio, 6, 2).c_str(),
+                      cell(row.mib, 8, 1).c_str(), cell(row.peak_mib, 8, 1).c_str(),
+                      cell(row.rss_mib, 8, 1).c_str(), cell(r.wait_ms, 8, 1).c_str(),
+                      (cell(row.overhead_pct, 8, 1) + "%").c_str());
+          std::fflush(stdout);
+          nlohmann::json saves = nlohmann::json::array();
+          for (const auto& s : r.saves)
+            saves.push_back({{"after_step", s.after_step},
+                             {"stall_ms", s.stall_ms},
+                             {"extra_peak_bytes", s.extra_peak_bytes},
+                             {"held_after_save_bytes", s.held_bytes},
+                             {"rss_growth_bytes", s.rss_growth_bytes}});
+          rows.push_back({{"model", m.name},
+                          {"layers", m.layers},
+                          {"width", m.width},
+                          {"heads", m.heads},
+                          {"vocab", m.vocab},
+                          {"batch", m.batch},
+                          {"seq", m.seq},
+                          {"every", every},
+                          {"mode", mode},
+                          {"steps", steps},
+                          {"warmup", warmup},
+                          {"checkpoints", r.saves.size()},
+                          {"committed", r.committed},
+                          {"after_steps", after},
+                          {"stall_ms_mean", row.stall_ms},  // NaN dumps as null
+                          {"stall_ms_max", row.stall_max_ms},
+                          {"stall_per_ordinary_step", row.stall_per_step},
+                          {"ordinary_step_ms_median", row.step_ms},
+                          {"after_checkpoint_inflation", row.after_ratio},
+                          {"after_checkpoint_extra_ms", row.after_extra_ms},
+                          {"bytes_per_checkpoint", r.bytes_per_checkpoint},
+                          {"extra_peak_mib", row.peak_mib},
+                          {"held_after_save_mib", row.held_mib},
+                          {"rss_growth_mib", row.rss_mib},
+                          {"final_wait_ms", r.wait_ms},
+                          {"total_ms", r.total_ms},
+                          {"overhead_pct", row.overhead_pct},
+                          {"overhead_pct_vs_median", row.overhead_pct_vs_median},
+                          {"step_ms", r.step_ms},
+                          {"saves", saves}});
+        }
+      }
+    }
+    std::printf(
+        "\nckpts: saves requested/committed; stall/step: stall over the ordinary (median) step; "
+        "after: the %lld steps\nafter a checkpoint over as many ordinary ones (median over "
+        "checkpoints); +peak: tracked allocator growth\nduring save (MiB); +rss: resident "
+        "high-water growth over save + %lld steps (MiB); overhead: against the\nmean ordinary "
+        "step\n",
+        (long long)after, (long long)after);
+    const fs::path json = flags["json"];
+    if (!json.empty()) {
+      if (json.has_parent_path()) fs::create_directories(json.parent_path());
+      std::ofstream(json) << rows.dump(2) << "\n";
+      std::printf("wrote %s\n", json.string().c_str());
+    }
+    fs::remove_all(tmp);
+    return 0;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "checkpoint_stall: error: %s\n", e.what());
+    std::error_code ignored;
+    fs::remove_all(tmp, ignored);
+    return 1;
+  }
+}

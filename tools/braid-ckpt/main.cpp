@@ -1,0 +1,62 @@
+// braid-ckpt: inspects, verifies and exports braid checkpoints (see --help).
+#include <cstdio>
+#include <exception>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "commands.h"
+
+namespace {
+
+constexpr const char* kHelp =
+    "usage: braid-ckpt COMMAND ARGS...\n"
+    "\n"
+    "PATH is a checkpoint folder (step_N) or a checkpoint directory whose 'latest' file names "
+    "one.\n"
+    "\n"
+    "commands:\n"
+    "  inspect PATH [--config]     metadata (step, grid, mode, sampler, files) and a table of\n"
+    "                              tensors; --config also prints the stored training config\n"
+    "  verify PATH [--verbose]     reads every slice (sizes, CRC-32C checksums), checks that the\n"
+    "                              slices of each tensor tile it exactly once and that the rank\n"
+    "                              manifests agree; lists every problem; exit 1 if any.\n"
+    "                              Identical copies (replicated parameters) are summarised;\n"
+    "                              --verbose lists each\n"
+    "  export PATH OUT.safetensors [--vocab-size N]\n"
+    "                              writes the whole model tensors under Hugging Face GPT-2 names\n"
+    "                              (GPT2LMHeadModel without 'transformer.'); the real vocabulary\n"
+    "                              size comes from the stored config unless given\n"
+    "  help, --help, -h            this text\n";
+
+using Command = int (*)(const std::vector<std::string>&);
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const std::vector<std::string> args(argv + 1, argv + argc);
+  if (args.empty() || args[0] == "--help" || args[0] == "-h" || args[0] == "help") {
+    std::fputs(kHelp, args.empty() ? stderr : stdout);
+    return args.empty() ? 2 : 0;
+  }
+  const std::map<std::string, Command> commands = {{"inspect", braid::ckpt_tool::run_inspect},
+                                                   {"verify", braid::ckpt_tool::run_verify},
+                                                   {"export", braid::ckpt_tool::run_export}};
+  const auto it = commands.find(args[0]);
+  if (it == commands.end()) {
+    std::fprintf(stderr, "braid-ckpt: unknown command '%s' (inspect, verify, export; see --help)\n",
+                 args[0].c_str());
+    return 2;
+  }
+  for (const std::string& arg : args)
+    if (arg == "--help" || arg == "-h") {
+      std::fputs(kHelp, stdout);
+      return 0;
+    }
+  try {
+    return it->second(std::vector<std::string>(args.begin() + 1, args.end()));
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "braid-ckpt %s: error: %s\n", args[0].c_str(), e.what());
+    return 1;
+  }
+}

@@ -1,0 +1,102 @@
+#!/usr/bin/env bash
+# End-to-end test of braid-ckpt on a tiny real checkpoint: inspect, verify (intact, then with a
+# flipped byte and a missing rank manifest), and export to safetensors checked with python3.
+#   test_braid_ckpt.sh BRAID_CKPT BRAID_CKPT_MAKE_TEST
+set -euo pipefail
+
+tool=$1
+make_test=$2
+command -v python3 >/dev/null || { echo "python3 not found: skipping"; exit 77; }
+work=$(mktemp -d "${TMPDIR:-/tmp}/braid_ckpt_test.XXXXXX")
+trap 'rm -rf "$work"' EXIT
+
+fail() {
+  echo "FAIL: $*" >&2
+  exit 1
+}
+# expect_in FILE PATTERN: the file has a line matching the (extended) regex; shows it otherwise.
+expect_in() {
+  grep -Eq -- "$2" "$1" || { cat "$1" >&2; fail "expected /$2/ in $(basename "$1")"; }
+}
+
+echo "== writing a checkpoint"
+"$make_test" "$work" >"$work/make.log" 2>&1 || { cat "$work/make.log" >&2; fail "helper failed"; }
+ckpt=$work/ckpt
+step=$(cat "$ckpt/latest")
+
+echo "== help and usage errors"
+"$tool" --help >"$work/help.txt"
+for command in inspect verify export; do expect_in "$work/help.txt" "^  $command PATH"; done
+if "$tool" frobnicate "$ckpt" 2>"$work/err.txt"; then fail "an unknown command succeeded"; fi
+expect_in "$work/err.txt" "unknown command 'frobnicate'"
+if "$tool" inspect "$work/no_such_dir" 2>"$work/err.txt"; then fail "inspect of a missing path succeeded"; fi
+expect_in "$work/err.txt" "no_such_dir does not exist"
+
+echo "== inspect"
+"$tool" inspect "$ckpt" --config >"$work/inspect.txt"
+expect_in "$work/inspect.txt" "^checkpoint +$ckpt/$step$"
+expect_in "$work/inspect.txt" "^step +2$"
+expect_in "$work/inspect.txt" "^grid +tp=1 cp=1 pp=1 dp=1$"
+expect_in "$work/inspect.txt" "^shard files +1 file, [0-9]+ bytes"
+expect_in "$work/inspect.txt" "^  model/blocks\.0\.attn\.qkv\.weight +\[96, 32\] +1 +12288$"
+expect_in "$work/inspect.txt" "^  optim/blocks\.0\.attn\.qkv\.weight/"
+expect_in "$work/inspect.txt" "vocab_size: [0-9]+"
+first_model=$(grep -n "^  model/" "$work/inspect.txt" | head -1 | cut -d: -f1)
+first_optim=$(grep -n "^  optim/" "$work/inspect.txt" | head -1 | cut -d: -f1)
+[ "$first_model" -lt "$first_optim" ] || fail "optimizer state listed before model tensors"
+vocab=$(grep -Eo "vocab_size: [0-9]+" "$work/inspect.txt" | head -1 | grep -Eo "[0-9]+")
+
+echo "== verify (intact)"
+"$tool" verify "$ckpt" >"$work/verify.txt"
+expect_in "$work/verify.txt" "^OK: [0-9]+ tensors, [0-9]+ bytes verified"
+cp -r "$ckpt/$step" "$work/intact"
+
+echo "== verify (one byte flipped, one rank manifest removed)"
+bin=$ckpt/$step/rank_00000.bin
+# flip_byte FILE OFFSET: inverts the bits of one byte in place.
+flip_byte() {
+  local old
+  old=$(dd if="$1" bs=1 skip="$2" count=1 2>/dev/null | od -An -tu1 | tr -d ' ')
+  printf "\\$(printf %03o $((old ^ 0xFF)))" | dd of="$1" bs=1 seek="$2" count=1 conv=notrunc 2>/dev/null
+}
+flip_byte "$bin" $(($(stat -c %s "$bin") / 2))
+rm "$ckpt/$step/rank_00000.manifest"
+if "$tool" verify "$ckpt" >"$work/verify_bad.txt" 2>&1; then fail "verify passed a corrupt checkpoint"; fi
+expect_in "$work/verify_bad.txt" "rank_00000\.bin.*fails its checksum"
+expect_in "$work/verify_bad.txt" "rank_00000\.manifest"
+expect_in "$work/verify_bad.txt" "^FAILED: .* 2 problems"
+# The middle of the file is optimizer state, which export does not read; the file starts with
+# the model's tensors.
+flip_byte "$bin" 100
+if "$tool" export "$ckpt" "$work/bad.safetensors" 2>"$work/err.txt"; then fail "export of a corrupt checkpoint succeeded"; fi
+expect_in "$work/err.txt" "checksum"
+
+echo "== export (intact copy)"
+"$tool" export "$work/intact" "$work/model.safetensors" >"$work/export.txt"
+expect_in "$work/export.txt" "^wrote .*model\.safetensors: 28 tensors"
+python3 - "$work/model.safetensors" "$vocab" <<'EOF'
+# Reads the safetensors header (8-byte little-endian length + JSON) and checks GPT-2 shapes.
+import json, struct, sys
+
+path, vocab = sys.argv[1], int(sys.argv[2])
+with open(path, "rb") as f:
+    header = json.loads(f.read(struct.unpack("<Q", f.read(8))[0]))
+C, layers, positions = 32, 2, 16
+expected = {"wte.weight": [vocab, C], "wpe.weight": [positions, C], "ln_f.weight": [C], "ln_f.bias": [C]}
+for i in range(layers):
+    h = f"h.{i}."
+    expected.update({
+        h + "ln_1.weight": [C], h + "ln_1.bias": [C], h + "ln_2.weight": [C], h + "ln_2.bias": [C],
+        h + "attn.c_attn.weight": [C, 3 * C], h + "attn.c_attn.bias": [3 * C],
+        h + "attn.c_proj.weight": [C, C], h + "attn.c_proj.bias": [C],
+        h + "mlp.c_fc.weight": [C, 4 * C], h + "mlp.c_fc.bias": [4 * C],
+        h + "mlp.c_proj.weight": [4 * C, C], h + "mlp.c_proj.bias": [C],
+    })
+metadata = header.pop("__metadata__", {})
+got = {name: entry["shape"] for name, entry in header.items()}
+assert got == expected, f"shapes differ:\n got {got}\n want {expected}"
+assert all(e["dtype"] == "F32" for e in header.values())
+assert metadata.get("format") == "pt", metadata
+print(f"safetensors OK: {len(got)} tensors, wte {got['wte.weight']}, c_attn {got['h.0.attn.c_attn.weight']}")
+EOF
+echo "PASS"
