@@ -59,6 +59,7 @@
 #include "braid/core/generator.h"
 #include "braid/data/token_shard.h"
 #include "braid/train/trainer.h"
+#include "support/bench_support.h"
 
 namespace {
 
@@ -138,15 +139,6 @@ int64_t folder_bytes(const fs::path& folder) {
   return total;
 }
 
-// 200k uniform token ids below `vocab` in <dir>/train_000.bin.
-void write_tokens(const fs::path& dir, int64_t vocab) {
-  fs::create_directories(dir);
-  std::vector<int32_t> tokens(200000);
-  for (size_t i = 0; i < tokens.size(); ++i)
-    tokens[i] = static_cast<int32_t>(std::min<int64_t>(
-        vocab - 1, static_cast<int64_t>(uniform_at(7, 1, i) * static_cast<float>(vocab))));
-  data::write_token_shard(dir / "train_000.bin", std::span<const int32_t>(tokens));
-}
 
 RunResult run(const ModelSpec& m, int64_t steps, int64_t every, int64_t after,
               const std::string& mode, int64_t warmup, int64_t threads, const fs::path& data_dir,
@@ -333,7 +325,7 @@ int main(int argc, char** argv) {
       const int64_t steps = std::stoll(flags[m.steps_flag]);
       BRAID_CHECK(steps > 0, "--{} must be positive", m.steps_flag);
       const fs::path data_dir = tmp / ("data_" + m.name);
-      write_tokens(data_dir, m.vocab);
+      bench::write_random_tokens(data_dir, m.vocab);
       std::printf(
           "\n%s: %lld layers, width %lld, %lld heads, vocab %lld, batch %lld x %lld; "
           "%lld measured steps after %lld warm-up\n%s\n",

@@ -24,22 +24,12 @@
 #include "braid/dist/bootstrap.h"
 #include "braid/parallel/pipeline/validate.h"
 #include "braid/train/trainer.h"
+#include "support/bench_support.h"
 
 namespace {
 
 using namespace braid;
 namespace pl = parallel::pipeline;
-
-std::filesystem::path write_tokens(int rank) {
-  const auto dir = std::filesystem::temp_directory_path() /
-                   ("braid_pp_bench_" + std::to_string(::getpid()) + "_" + std::to_string(rank));
-  std::filesystem::create_directories(dir);
-  std::vector<int32_t> tokens(100000);
-  for (size_t i = 0; i < tokens.size(); ++i)
-    tokens[i] = static_cast<int32_t>(uniform_at(3, 1, i) * 255.0f);
-  data::write_token_shard(dir / "train_000.bin", std::span<const int32_t>(tokens));
-  return dir;
-}
 
 struct Measured {
   double bubble = 0, forward_us = 0, backward_us = 0, span_us = 0;
@@ -70,17 +60,14 @@ int main(int argc, char** argv) {
   std::filesystem::path dir;
   try {
     env = &dist::init(&argc, &argv);
-    std::map<std::string, std::string> flags = {{"layers", "8"}, {"width", "128"}, {"heads", "4"},
-                                                {"seq", "64"},   {"micro", "8"},   {"steps", "4"},
-                                                {"out", "benchmarks/results"}};
-    for (int i = 1; i + 1 < argc; i += 2) {
-      const std::string key = std::string(argv[i]).substr(2);
-      BRAID_CHECK(flags.count(key), "unknown flag {}", argv[i]);
-      flags[key] = argv[i + 1];
-    }
+    bench::Flags flags = bench::parse_flags(
+        argc, argv,
+        {{"layers", "8"}, {"width", "128"}, {"heads", "4"}, {"seq", "64"}, {"micro", "8"},
+         {"steps", "4"}, {"out", "benchmarks/results"}});
     const int pp = env->world()->size();
     BRAID_CHECK(pp >= 2, "run pipeline_bubble on several ranks (mpirun -np 4)");
-    dir = write_tokens(env->world()->rank());
+    dir = bench::private_temp_folder("braid_pp_bench", env->world()->rank());
+    bench::write_random_tokens(dir, 256, 100000);
     const bool lead = env->world()->rank() == 0;
     nlohmann::json results = nlohmann::json::array();
     if (lead)

@@ -27,6 +27,7 @@
 #include "braid/dist/bootstrap.h"
 #include "braid/dist/collective_log.h"
 #include "braid/train/trainer.h"
+#include "support/bench_support.h"
 
 namespace {
 
@@ -74,17 +75,6 @@ double median(std::vector<double> v) {
   return v[v.size() / 2];
 }
 
-std::filesystem::path write_tokens(int rank, int64_t vocab) {
-  const auto dir = std::filesystem::temp_directory_path() /
-                   ("braid_tp_bench_" + std::to_string(::getpid()) + "_" + std::to_string(rank));
-  std::filesystem::create_directories(dir);
-  std::vector<int32_t> tokens(200000);
-  for (size_t i = 0; i < tokens.size(); ++i)
-    tokens[i] = static_cast<int32_t>(uniform_at(7, 1, i) * static_cast<float>(vocab - 1));
-  data::write_token_shard(dir / "train_000.bin", std::span<const int32_t>(tokens));
-  return dir;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -92,22 +82,19 @@ int main(int argc, char** argv) {
   std::filesystem::path dir;
   try {
     env = &dist::init(&argc, &argv);
-    std::map<std::string, std::string> flags = {
-        {"tp", "1"},     {"sp", "0"},     {"layers", "4"}, {"width", "256"}, {"heads", "4"},
-        {"vocab", "50257"}, {"batch", "4"}, {"seq", "128"}, {"steps", "6"}, {"warmup", "2"},
-        {"threads", "0"}, {"json", ""}};
-    for (int i = 1; i + 1 < argc; i += 2) {
-      const std::string key = std::string(argv[i]).substr(2);
-      BRAID_CHECK(flags.count(key), "unknown flag {}", argv[i]);
-      flags[key] = argv[i + 1];
-    }
+    bench::Flags flags = bench::parse_flags(
+        argc, argv,
+        {{"tp", "1"}, {"sp", "0"}, {"layers", "4"}, {"width", "256"}, {"heads", "4"},
+         {"vocab", "50257"}, {"batch", "4"}, {"seq", "128"}, {"steps", "6"}, {"warmup", "2"},
+         {"threads", "0"}, {"json", ""}});
     auto num = [&](const char* k) { return std::stoll(flags.at(k)); };
     const ModelShape s{num("layers"), num("width"), num("heads"), num("vocab"), num("batch"), num("seq")};
     const int tp = static_cast<int>(num("tp"));
     const bool sp = num("sp") != 0;
     const int world = env->world()->size();
     BRAID_CHECK(world == tp, "run tp_step_bench on tp ranks (mpirun -np {}), not {}", tp, world);
-    dir = write_tokens(env->world()->rank(), s.vocab);
+    dir = bench::private_temp_folder("braid_tp_bench", env->world()->rank());
+    bench::write_random_tokens(dir, s.vocab);
     const std::string config = fmt::format(R"(
 model {{ vocab_size: {} n_layer: {} n_head: {} n_embd: {} block_size: {} }}
 data {{ train_pattern: "{}/train_*.bin" tokenizer: "byte" }}
