@@ -204,6 +204,44 @@ double DataParallel::reduce_metric(double value) {
   return t.item();
 }
 
+void DataParallel::gather_optimizer_state(optim::Optimizer& optimizer) {
+  if (!options_.zero1) return;
+  autograd::NoGradGuard no_grad;
+  // Every rank's chunks of each bucket, gathered into whole flat moments.
+  const int64_t total = flat_params_.numel();
+  Tensor m = Tensor::zeros({total}), v = Tensor::zeros({total});
+  std::vector<dist::WorkPtr> works;
+  for (const Bucket& b : buckets_) {
+    Tensor m_out = m.narrow(0, b.begin, b.end - b.begin);
+    Tensor v_out = v.narrow(0, b.begin, b.end - b.begin);
+    works.push_back(group_->all_gather(exp_avg_.narrow(0, b.shard_offset, chunk_length(b)), m_out));
+    works.push_back(
+        group_->all_gather(exp_avg_sq_.narrow(0, b.shard_offset, chunk_length(b)), v_out));
+  }
+  for (auto& w : works) w->wait();
+  for (size_t k = 0; k < params_.size(); ++k) {
+    const auto state = optimizer.param_state(k);  // AdamW: exp_avg, exp_avg_sq
+    Tensor dst_m = state.at(0).second, dst_v = state.at(1).second;
+    dst_m.copy_(m.narrow(0, param_offset_[k], params_[k].numel()).reshape(params_[k].shape()));
+    dst_v.copy_(v.narrow(0, param_offset_[k], params_[k].numel()).reshape(params_[k].shape()));
+  }
+  optimizer.restore_steps(step_, std::vector<int64_t>(params_.size(), step_));
+}
+
+void DataParallel::scatter_optimizer_state(optim::Optimizer& optimizer) {
+  if (!options_.zero1) return;
+  autograd::NoGradGuard no_grad;
+  for (const Segment& s : segments_) {
+    const auto state = optimizer.param_state(s.param);
+    const int64_t within = s.flat_begin - param_offset_[s.param];
+    exp_avg_.narrow(0, s.shard_begin, s.length)
+        .copy_(state.at(0).second.reshape({state.at(0).second.numel()}).narrow(0, within, s.length));
+    exp_avg_sq_.narrow(0, s.shard_begin, s.length)
+        .copy_(state.at(1).second.reshape({state.at(1).second.numel()}).narrow(0, within, s.length));
+  }
+  step_ = optimizer.steps_taken();
+}
+
 std::map<std::string, Tensor> DataParallel::state() const {
   if (!options_.zero1) return {};
   return {{"zero1.exp_avg", exp_avg_},

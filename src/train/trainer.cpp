@@ -135,6 +135,7 @@ Trainer::Trainer(TrainConfig config, dist::ProcessGroupPtr world) : config_(std:
                               {ck.reshard(), ck.fallback()});
     step_ = state.step;
     train_sampler_->restore(state.sampler);
+    strategy_->scatter_optimizer_state(*optimizer_);
   }
 
   peak_flops_ = measure_cpu_peak_flops();
@@ -238,6 +239,7 @@ ckpt::TrainingState Trainer::training_state() const {
 
 void Trainer::save_checkpoint(bool now) {
   BRAID_CHECK(checkpointer_, "save_checkpoint needs checkpoint.dir in the config");
+  strategy_->gather_optimizer_state(*optimizer_);
   if (now) {
     checkpointer_->save_now(*model_, *optimizer_, training_state(), not_saved_here_);
   } else {

@@ -41,6 +41,8 @@ class DataParallel final : public Strategy {
   void step(float lr, float grad_scale) override;
   double reduce_metric(double value) override;
   std::map<std::string, Tensor> state() const override;
+  void gather_optimizer_state(optim::Optimizer& optimizer) override;
+  void scatter_optimizer_state(optim::Optimizer& optimizer) override;
 
   // Observability for tests and the overlap benchmark.
   size_t num_buckets() const { return buckets_.size(); }

@@ -62,6 +62,12 @@ class Strategy {
   virtual double reduce_metric(double value) { return value; }
   // Extra state a checkpoint must hold to resume this strategy exactly.
   virtual std::map<std::string, Tensor> state() const { return {}; }
+  // Checkpointing a strategy that keeps the optimizer state itself (ZeRO-1): before a save,
+  // gather it into `optimizer`'s own per-parameter state (whole, on every rank); after a
+  // load, take it back from there. Collective over the strategy's groups. Default: nothing
+  // (the optimizer's state is the live one).
+  virtual void gather_optimizer_state(optim::Optimizer& optimizer) {}
+  virtual void scatter_optimizer_state(optim::Optimizer& optimizer) {}
 
  protected:
   // All-reduces (sum) every shared parameter's gradient over its group, in share order.
