@@ -200,35 +200,40 @@ void Checkpointer::write_and_commit(const std::shared_ptr<Pending>& job) {
   if (job->writer) {
     proto::RankManifest manifest;
     manifest.set_rank(rank);
-    std::string data;
-    for (const auto& e : job->entries) {
-      const Tensor dense = e.values.contiguous();
-      const char* bytes = static_cast<const char*>(dense.data_ptr());
-      const int64_t length = static_cast<int64_t>(dense.nbytes());
+    // The tensors are written straight from the private copies, back to back.
+    std::vector<std::string_view> pieces;
+    int64_t offset = 0;
+    for (auto& e : job->entries) {
+      e.values = e.values.contiguous();
+      const char* bytes = static_cast<const char*>(e.values.data_ptr());
+      const int64_t length = static_cast<int64_t>(e.values.nbytes());
       proto::TensorSlice* slice = manifest.add_tensors();
       slice->set_name(e.name);
-      slice->set_dtype(std::string(dtype_name(dense.dtype())));
+      slice->set_dtype(std::string(dtype_name(e.values.dtype())));
       set_spec(*slice, e.shard);
       slice->set_file(rank_data_file(rank));
-      slice->set_byte_offset(static_cast<int64_t>(data.size()));
+      slice->set_byte_offset(offset);
       slice->set_byte_length(length);
       slice->set_chunk_bytes(kChunkBytes);
       for (int64_t begin = 0; begin < length; begin += kChunkBytes)
         slice->add_chunk_crc32c(
             crc32c(bytes + begin, static_cast<size_t>(std::min(kChunkBytes, length - begin))));
-      data.append(bytes, static_cast<size_t>(length));
+      pieces.emplace_back(bytes, static_cast<size_t>(length));
+      offset += length;
     }
     for (const auto& [param, steps] : job->param_steps) (*manifest.mutable_param_steps())[param] = steps;
     const int64_t step = job->state.step;
+    const fs::path data_file = tmp / rank_data_file(rank);
     if (fault_requested("mid_file", step, rank)) {
-      write_file(tmp / rank_data_file(rank), data.substr(0, data.size() / 2), false);
+      std::vector<std::string_view> half(pieces.begin(), pieces.begin() + pieces.size() / 2);
+      write_file(data_file, half, false);
       crash_if_requested("mid_file", step, rank);
     }
     BRAID_CHECK(!fault_requested("enospc", step, rank),
                 "writing {} failed after {} of {} bytes: No space left on device (is the disk "
                 "full?) [injected]",
-                (tmp / rank_data_file(rank)).string(), data.size() / 2, data.size());
-    write_file(tmp / rank_data_file(rank), data, /*atomic=*/false);
+                data_file.string(), offset / 2, offset);
+    write_file(data_file, pieces, /*atomic=*/false);
     write_message(tmp / rank_manifest_file(rank), manifest);
     crash_if_requested("before_commit", job->state.step, rank);
   }

@@ -41,10 +41,10 @@ expect_in "$work/inspect.txt" "^shard files +1 file, [0-9]+ bytes"
 expect_in "$work/inspect.txt" "^  model/blocks\.0\.attn\.qkv\.weight +\[96, 32\] +1 +12288$"
 expect_in "$work/inspect.txt" "^  optim/blocks\.0\.attn\.qkv\.weight/"
 expect_in "$work/inspect.txt" "vocab_size: [0-9]+"
-first_model=$(grep -n "^  model/" "$work/inspect.txt" | head -1 | cut -d: -f1)
-first_optim=$(grep -n "^  optim/" "$work/inspect.txt" | head -1 | cut -d: -f1)
+first_model=$(grep -n -m1 "^  model/" "$work/inspect.txt" | cut -d: -f1)
+first_optim=$(grep -n -m1 "^  optim/" "$work/inspect.txt" | cut -d: -f1)
 [ "$first_model" -lt "$first_optim" ] || fail "optimizer state listed before model tensors"
-vocab=$(grep -Eo "vocab_size: [0-9]+" "$work/inspect.txt" | head -1 | grep -Eo "[0-9]+")
+vocab=$(grep -Eo -m1 "vocab_size: [0-9]+" "$work/inspect.txt" | grep -Eo "[0-9]+")
 
 echo "== verify (intact)"
 "$tool" verify "$ckpt" >"$work/verify.txt"
