@@ -6,10 +6,10 @@
 
 #include "braid/autograd/grad_mode.h"
 #include "braid/ckpt/checkpoint.h"
-#include "braid/ckpt/crc32c.h"
 #include "braid/core/logging.h"
 #include "fault_injection.h"
 #include "format.h"
+#include "shard_writer.h"
 #include "braid/ckpt/overlapped_window.h"
 
 namespace braid::ckpt {
@@ -188,7 +188,7 @@ void Checkpointer::finish_window(optim::Optimizer& optimizer, const TrainingStat
 void Checkpointer::write_and_commit(const std::shared_ptr<Pending>& job) {
   const fs::path dir = options_.dir;
   const std::string name = step_folder_name(job->state.step);
-  const fs::path tmp = dir / (name + ".tmp"), final_folder = dir / name;
+  const fs::path tmp = dir / (name + ".tmp");
   const int rank = grid_.world()->rank();
   if (rank == 0) {
     fs::create_directories(dir);
@@ -198,44 +198,9 @@ void Checkpointer::write_and_commit(const std::shared_ptr<Pending>& job) {
   channel_->barrier()->wait();
 
   if (job->writer) {
-    proto::RankManifest manifest;
-    manifest.set_rank(rank);
-    // The tensors are written straight from the private copies, back to back.
-    std::vector<std::string_view> pieces;
-    int64_t offset = 0;
-    for (auto& e : job->entries) {
-      e.values = e.values.contiguous();
-      const char* bytes = static_cast<const char*>(e.values.data_ptr());
-      const int64_t length = static_cast<int64_t>(e.values.nbytes());
-      proto::TensorSlice* slice = manifest.add_tensors();
-      slice->set_name(e.name);
-      slice->set_dtype(std::string(dtype_name(e.values.dtype())));
-      set_spec(*slice, e.shard);
-      slice->set_file(rank_data_file(rank));
-      slice->set_byte_offset(offset);
-      slice->set_byte_length(length);
-      slice->set_chunk_bytes(kChunkBytes);
-      for (int64_t begin = 0; begin < length; begin += kChunkBytes)
-        slice->add_chunk_crc32c(
-            crc32c(bytes + begin, static_cast<size_t>(std::min(kChunkBytes, length - begin))));
-      pieces.emplace_back(bytes, static_cast<size_t>(length));
-      offset += length;
-    }
-    for (const auto& [param, steps] : job->param_steps) (*manifest.mutable_param_steps())[param] = steps;
-    const int64_t step = job->state.step;
-    const fs::path data_file = tmp / rank_data_file(rank);
-    if (fault_requested("mid_file", step, rank)) {
-      std::vector<std::string_view> half(pieces.begin(), pieces.begin() + pieces.size() / 2);
-      write_file(data_file, half, false);
-      crash_if_requested("mid_file", step, rank);
-    }
-    BRAID_CHECK(!fault_requested("enospc", step, rank),
-                "writing {} failed after {} of {} bytes: No space left on device (is the disk "
-                "full?) [injected]",
-                data_file.string(), offset / 2, offset);
-    write_file(data_file, pieces, /*atomic=*/false);
-    write_message(tmp / rank_manifest_file(rank), manifest);
-    crash_if_requested("before_commit", job->state.step, rank);
+    std::vector<ShardEntry> entries;
+    for (auto& e : job->entries) entries.push_back({e.name, e.values, e.shard});
+    write_rank_shard(tmp, rank, entries, job->param_steps, job->state.step);
   }
   channel_->barrier()->wait();
 
@@ -254,30 +219,8 @@ void Checkpointer::write_and_commit(const std::shared_ptr<Pending>& job) {
     global.set_created_unix(std::chrono::duration_cast<std::chrono::seconds>(
                                 std::chrono::system_clock::now().time_since_epoch())
                                 .count());
-    const int writers = grid_.world()->size() / grid_.size("dp");
-    int found = 0;
-    for (int r = 0; r < grid_.world()->size(); ++r) {
-      const fs::path path = tmp / rank_manifest_file(r);
-      if (!fs::exists(path)) continue;
-      proto::RankManifest part;
-      read_message(path, part);
-      for (const auto& t : part.tensors()) *global.add_tensors() = t;
-      for (const auto& [param, steps] : part.param_steps()) (*global.mutable_param_steps())[param] = steps;
-      ++found;
-    }
-    BRAID_CHECK(found == writers, "checkpoint {}: {} of {} ranks wrote their shard", name, found,
-                writers);
-    write_message(tmp / kManifestFile, global);
-    fs::remove_all(final_folder);  // re-saving a step (e.g. after a resume) replaces it
-    fs::rename(tmp, final_folder);
-    fsync_folder(dir);
-    crash_if_requested("latest", job->state.step, rank);
-    write_file(dir / kLatestFile, name + "\n", /*atomic=*/true);
-    if (options_.keep > 0) {
-      std::vector<fs::path> committed = committed_checkpoints(dir);
-      for (size_t i = 0; i + options_.keep < committed.size(); ++i)
-        if (committed[i] != final_folder) fs::remove_all(committed[i]);
-    }
+    commit_checkpoint(dir, tmp, std::move(global), grid_.world()->size() / grid_.size("dp"),
+                      options_.keep);
   }
   channel_->barrier()->wait();
 }

@@ -104,6 +104,14 @@ std::string resolve_checkpoint(const std::string& path) {
 TrainingState load_checkpoint(const std::string& path, nn::Module& model,
                               optim::Optimizer& optimizer, const dist::ParallelGrid& grid,
                               const LoadOptions& options) {
+  Layout layout;
+  for (const auto& axis : grid.axes()) layout[axis.name] = axis.size;
+  return load_checkpoint(path, model, optimizer, layout, options);
+}
+
+TrainingState load_checkpoint(const std::string& path, nn::Module& model,
+                              optim::Optimizer& optimizer, const Layout& current,
+                              const LoadOptions& options) {
   std::vector<std::string> candidates;
   try {
     candidates.push_back(resolve_checkpoint(path));
@@ -126,8 +134,6 @@ TrainingState load_checkpoint(const std::string& path, nn::Module& model,
       BRAID_CHECK(manifest.format_version() == kFormatVersion,
                   "checkpoint {} has format version {}; this build reads version {}",
                   folder.string(), manifest.format_version(), kFormatVersion);
-      std::map<std::string, int32_t> current;
-      for (const auto& axis : grid.axes()) current[axis.name] = axis.size;
       bool same_layout = true;
       for (const auto& [axis, size] : current) {
         auto saved = manifest.grid().find(axis);

@@ -27,6 +27,10 @@ constexpr const char* kHelp =
     "                              writes the whole model tensors under Hugging Face GPT-2 names\n"
     "                              (GPT2LMHeadModel without 'transformer.'); the real vocabulary\n"
     "                              size comes from the stored config unless given\n"
+    "  convert PATH OUT_DIR --tp T --pp P [--dp D] [--virtual-stages V]\n"
+    "          [--stage-layers 3,2,2,1] [--sequence-parallel]\n"
+    "                              reshards offline: writes the checkpoint as the ranks of that\n"
+    "                              layout would have, into OUT_DIR/step_N (with 'latest')\n"
     "  help, --help, -h            this text\n";
 
 using Command = int (*)(const std::vector<std::string>&);
@@ -41,10 +45,11 @@ int main(int argc, char** argv) {
   }
   const std::map<std::string, Command> commands = {{"inspect", braid::ckpt_tool::run_inspect},
                                                    {"verify", braid::ckpt_tool::run_verify},
-                                                   {"export", braid::ckpt_tool::run_export}};
+                                                   {"export", braid::ckpt_tool::run_export},
+                                                   {"convert", braid::ckpt_tool::run_convert}};
   const auto it = commands.find(args[0]);
   if (it == commands.end()) {
-    std::fprintf(stderr, "braid-ckpt: unknown command '%s' (inspect, verify, export; see --help)\n",
+    std::fprintf(stderr, "braid-ckpt: unknown command '%s' (inspect, verify, export, convert; see --help)\n",
                  args[0].c_str());
     return 2;
   }

@@ -16,6 +16,7 @@
 #pragma once
 
 #include <functional>
+#include <map>
 #include <memory>
 #include <set>
 #include <string>
@@ -115,6 +116,11 @@ std::string resolve_checkpoint(const std::string& path);
 // training state. Reads only files; no communication.
 TrainingState load_checkpoint(const std::string& path, nn::Module& model,
                               optim::Optimizer& optimizer, const dist::ParallelGrid& grid,
+                              const LoadOptions& options = {});
+// The same for a layout given as axis sizes (offline tools: no process group needed).
+using Layout = std::map<std::string, int>;
+TrainingState load_checkpoint(const std::string& path, nn::Module& model,
+                              optim::Optimizer& optimizer, const Layout& layout,
                               const LoadOptions& options = {});
 
 }  // namespace braid::ckpt

@@ -1,0 +1,80 @@
+// Shard files with per-chunk checksums, and the rank-0 half of the commit protocol.
+#include "shard_writer.h"
+
+#include "braid/ckpt/crc32c.h"
+#include "fault_injection.h"
+
+namespace braid::ckpt {
+
+void write_rank_shard(const fs::path& folder, int rank, std::vector<ShardEntry>& entries,
+                      const std::map<std::string, int64_t>& param_steps, int64_t step) {
+  proto::RankManifest manifest;
+  manifest.set_rank(rank);
+  // The tensors are written straight from their (private) buffers, back to back.
+  std::vector<std::string_view> pieces;
+  int64_t offset = 0;
+  for (ShardEntry& e : entries) {
+    e.values = e.values.contiguous();
+    const char* bytes = static_cast<const char*>(e.values.data_ptr());
+    const int64_t length = static_cast<int64_t>(e.values.nbytes());
+    proto::TensorSlice* slice = manifest.add_tensors();
+    slice->set_name(e.name);
+    slice->set_dtype(std::string(dtype_name(e.values.dtype())));
+    set_spec(*slice, e.shard);
+    slice->set_file(rank_data_file(rank));
+    slice->set_byte_offset(offset);
+    slice->set_byte_length(length);
+    slice->set_chunk_bytes(kChunkBytes);
+    for (int64_t begin = 0; begin < length; begin += kChunkBytes)
+      slice->add_chunk_crc32c(
+          crc32c(bytes + begin, static_cast<size_t>(std::min(kChunkBytes, length - begin))));
+    pieces.emplace_back(bytes, static_cast<size_t>(length));
+    offset += length;
+  }
+  for (const auto& [param, steps] : param_steps) (*manifest.mutable_param_steps())[param] = steps;
+  const fs::path data_file = folder / rank_data_file(rank);
+  if (fault_requested("mid_file", step, rank)) {
+    std::vector<std::string_view> half(pieces.begin(), pieces.begin() + pieces.size() / 2);
+    write_file(data_file, half, false);
+    crash_if_requested("mid_file", step, rank);
+  }
+  BRAID_CHECK(!fault_requested("enospc", step, rank),
+              "writing {} failed after {} of {} bytes: No space left on device (is the disk "
+              "full?) [injected]",
+              data_file.string(), offset / 2, offset);
+  write_file(data_file, pieces, /*atomic=*/false);
+  write_message(folder / rank_manifest_file(rank), manifest);
+  crash_if_requested("before_commit", step, rank);
+}
+
+void commit_checkpoint(const fs::path& dir, const fs::path& tmp, proto::Manifest global,
+                       int writers, int keep) {
+  const std::string name = step_folder_name(global.step());
+  int found = 0;
+  for (const auto& entry : fs::directory_iterator(tmp)) {
+    const std::string file = entry.path().filename().string();
+    if (file.rfind("rank_", 0) != 0 || entry.path().extension() != ".manifest") continue;
+    proto::RankManifest part;
+    read_message(entry.path(), part);
+    for (const auto& t : part.tensors()) *global.add_tensors() = t;
+    for (const auto& [param, steps] : part.param_steps())
+      (*global.mutable_param_steps())[param] = steps;
+    ++found;
+  }
+  BRAID_CHECK(found == writers, "checkpoint {}: {} of {} ranks wrote their shard", name, found,
+              writers);
+  write_message(tmp / kManifestFile, global);
+  const fs::path final_folder = dir / name;
+  fs::remove_all(final_folder);  // re-saving a step (e.g. after a resume) replaces it
+  fs::rename(tmp, final_folder);
+  fsync_folder(dir);
+  crash_if_requested("latest", global.step(), 0);
+  write_file(dir / kLatestFile, name + "\n", /*atomic=*/true);
+  if (keep > 0) {
+    std::vector<fs::path> committed = committed_checkpoints(dir);
+    for (size_t i = 0; i + keep < committed.size(); ++i)
+      if (committed[i] != final_folder) fs::remove_all(committed[i]);
+  }
+}
+
+}  // namespace braid::ckpt
