@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# Checkpoint fault trials: each trial trains with checkpoints and is killed (SIGKILL, one rank
-# or all) at a random point of the protocol, or hits an injected full disk; afterwards the
-# newest committed checkpoint must load, verify and resume, and no partial one may ever load.
+# Checkpoint fault trials: each trial trains with checkpoints under a random layout (1, 2 or 4
+# ranks; data, tensor and pipeline parallel) and is killed (SIGKILL, one rank or all) at a
+# random point of the protocol, or hits an injected full disk; afterwards the newest
+# committed checkpoint must load (resharded into another random layout), verify its
+# checksums and resume, and no partial one may ever load.
 #   tests/dist/checkpoint_faults.sh BUILD_DIR [trials (default 50)] [seed (default 1)]
 # CI runs 50 trials; `tests/dist/checkpoint_faults.sh build 200` is the long version.
 set -uo pipefail
@@ -13,6 +15,8 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 points=(window replay mid_file before_commit latest enospc)
 modes=(sync async overlapped)
+# "ranks tp pp": dp = ranks / (tp x pp)
+layouts=("1 1 1" "2 1 1" "2 2 1" "2 1 2" "4 2 2" "4 1 2" "4 2 1")
 failures=0
 run() {  # ranks, then the program's arguments
   local np=$1
@@ -28,8 +32,9 @@ for trial in $(seq 1 "$trials"); do
   point=${points[$((RANDOM % ${#points[@]}))]}
   mode=${modes[$((RANDOM % ${#modes[@]}))]}
   [[ $point == window || $point == replay ]] && mode=overlapped
-  np=$((RANDOM % 2 + 1))
-  [ "$point" = enospc ] && np=1
+  read -r np tp pp <<<"${layouts[$((RANDOM % ${#layouts[@]}))]}"
+  [ "$point" = enospc ] && read -r np tp pp <<<"1 1 1"
+  read -r vnp vtp vpp <<<"${layouts[$((RANDOM % ${#layouts[@]}))]}"
   step=$(((RANDOM % 3 + 1) * 2))  # checkpoints are requested at steps 2, 4, 6
   # An overlapped window opened at step s lands (and is written) at s + 2 (window 3).
   [ "$mode" = overlapped ] && step=$((step + 2))
@@ -38,22 +43,25 @@ for trial in $(seq 1 "$trials"); do
   fault="$point:$step"
   [ "$target" -ge 0 ] && fault="$fault:$target"
   out=$(BRAID_CKPT_FAULT=$fault BRAID_COLLECTIVE_TIMEOUT_S=10 \
-        run "$np" --dir "$ckpt" --data "$work/data" --mode "$mode" 2>&1)
+        run "$np" --dir "$ckpt" --data "$work/data" --mode "$mode" --tp "$tp" --pp "$pp" 2>&1)
   status=$?
   if [ "$point" = enospc ] && ! grep -q "No space left on device" <<<"$out"; then
     echo "trial $trial ($fault, $mode): the full disk was not reported: $out"
     failures=$((failures + 1))
     continue
   fi
-  verify=$(BRAID_COLLECTIVE_TIMEOUT_S=10 run "$np" --dir "$ckpt" --data "$work/data" --mode "$mode" --verify 2>&1)
+  verify=$(BRAID_COLLECTIVE_TIMEOUT_S=10 run "$vnp" --dir "$ckpt" --data "$work/data" \
+           --mode "$mode" --tp "$vtp" --pp "$vpp" --verify 2>&1)
   if [ $? -ne 0 ] || ! grep -q "verified: resumed at step" <<<"$verify"; then
-    echo "trial $trial ($fault, $mode, $np ranks, exit $status): the last checkpoint did not load:"
+    echo "trial $trial ($fault, $mode, $np ranks tp=$tp pp=$pp, exit $status; verified as" \
+         "$vnp ranks tp=$vtp pp=$vpp): the last checkpoint did not load:"
     echo "$verify" | tail -5
     failures=$((failures + 1))
     continue
   fi
   resumed=$(grep -o "resumed at step [0-9]*" <<<"$verify")
-  echo "trial $trial: $fault $mode on $np rank(s), exit $status -> $resumed"
+  echo "trial $trial: $fault $mode on $np rank(s) tp=$tp pp=$pp, exit $status ->" \
+       "$resumed as $vnp rank(s) tp=$vtp pp=$vpp"
 done
 echo "$((trials - failures)) of $trials trials recovered"
 [ "$failures" -eq 0 ]

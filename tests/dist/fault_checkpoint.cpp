@@ -3,7 +3,7 @@
 // BRAID_CKPT_FAULT can strike anywhere in the protocol; with --verify it loads the latest
 // committed checkpoint (no fallback), which must verify, and trains one more step from it.
 //   braid_fault_checkpoint --dir CKPT --data DATA --mode sync|async|overlapped [--steps 8]
-//                          [--verify]
+//                          [--tp T] [--pp P] [--verify]      (dp = ranks / (tp x pp))
 #include <cstdio>
 #include <filesystem>
 #include <map>
@@ -20,7 +20,8 @@ int main(int argc, char** argv) {
   try {
     env = &dist::init(&argc, &argv);
     std::map<std::string, std::string> flags = {
-        {"dir", ""}, {"data", ""}, {"mode", "sync"}, {"steps", "8"}, {"verify", "0"}};
+        {"dir", ""}, {"data", ""}, {"mode", "sync"}, {"steps", "8"},
+        {"tp", "1"}, {"pp", "1"},  {"verify", "0"}};
     for (int i = 1; i < argc; ++i) {
       const std::string key = std::string(argv[i]).substr(2);
       BRAID_CHECK(flags.count(key), "unknown flag {}", argv[i]);
@@ -34,17 +35,18 @@ int main(int argc, char** argv) {
       data::write_token_shard(data / "train_000.bin", std::span<const int32_t>(tokens));
     }
     env->world()->barrier()->wait();
-    const int ranks = env->world()->size();
+    const int tp = std::stoi(flags["tp"]), pp = std::stoi(flags["pp"]);
+    const int dp = env->world()->size() / (tp * pp);
     const std::string config = fmt::format(R"(
 model {{ vocab_size: 257 n_layer: 2 n_head: 2 n_embd: 32 block_size: 16 }}
 data {{ train_pattern: "{}/train_*.bin" tokenizer: "byte" }}
 optimizer {{ name: "adamw" lr: 1e-3 grad_clip: 1.0 }}
 training {{ steps: {} batch_size: 2 seq_len: 16 val_every: 0 log_every: 100 }}
-parallel {{ dp: {} }}
+parallel {{ tp: {} pp: {} dp: {} }}
 checkpoint {{ dir: "{}" every_steps: 2 mode: "{}" window: 3 keep: 3 fallback: false }}
 resume: "latest"
 )",
-                                           data.string(), flags["steps"], ranks, flags["dir"],
+                                           data.string(), flags["steps"], tp, pp, dp, flags["dir"],
                                            flags["mode"]);
     train::Trainer trainer(train::parse_config(config, "fault_checkpoint"), env->world());
     if (flags["verify"] == "1") {
