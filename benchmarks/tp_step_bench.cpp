@@ -70,10 +70,7 @@ double wire_factor(const std::string& op, int p) {
   return op == "all_reduce" ? 2 * share : share;
 }
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
+using bench::median;
 
 }  // namespace
 

@@ -3,6 +3,8 @@
 
 #include <unistd.h>
 
+#include <algorithm>
+#include <limits>
 #include <vector>
 
 #include "braid/core/error.h"
@@ -31,6 +33,13 @@ void write_random_tokens(const std::filesystem::path& dir, int64_t vocab, int64_
     tokens[i] = static_cast<int32_t>(std::min<int64_t>(
         vocab - 1, static_cast<int64_t>(uniform_at(7, 1, i) * static_cast<float>(vocab))));
   data::write_token_shard(dir / "train_000.bin", std::span<const int32_t>(tokens));
+}
+
+double median(std::vector<double> v) {
+  if (v.empty()) return std::numeric_limits<double>::quiet_NaN();
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
 std::filesystem::path private_temp_folder(const std::string& prefix, int rank) {
