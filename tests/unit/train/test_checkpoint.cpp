@@ -6,12 +6,14 @@
 
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <vector>
 
 #include "braid/ckpt/checkpoint.h"
 #include "braid/ckpt/crc32c.h"
 #include "braid/ckpt/overlapped_window.h"
 #include "braid/data/token_shard.h"
+#include "braid/parallel/strategy.h"
 #include "braid/train/trainer.h"
 #include "support/test_util.h"
 
@@ -210,6 +212,59 @@ TEST_F(CheckpointTest, OverlappedEqualsASynchronousSnapshot) {
   Trainer from_overlapped(config("sync", 20, (dir_ / "overlapped_step8").string()));
   Trainer from_sync(config("sync", 20, "latest"));
   EXPECT_EQ(from_overlapped.step(), 8);
+  EXPECT_EQ(parameters_of(from_overlapped), parameters_of(from_sync));
+  EXPECT_EQ(optimizer_state_of(from_overlapped), optimizer_state_of(from_sync));
+}
+
+// A strategy that reports a non-finite gradient norm at step 6, so the Trainer skips that
+// update (training.skip_nonfinite_steps) exactly as after a real overflow.
+class SkipSixthStep final : public parallel::Strategy {
+ public:
+  std::string name() const override { return "skip_sixth_step"; }
+  optim::ClipResult clip(float max_norm) override {
+    optim::ClipResult r = Strategy::clip(max_norm);
+    if (++steps_ == 6) r.norm = std::numeric_limits<double>::quiet_NaN();
+    return r;
+  }
+
+ private:
+  int steps_ = 0;
+};
+
+// A skipped step inside the window: the overlapped checkpoint opened after step 4 (window 4,
+// landing at step 7, step 6 skipped) equals the synchronous snapshot after step 7.
+TEST_F(CheckpointTest, OverlappedWindowWithASkippedStepEqualsASynchronousSnapshot) {
+  static const bool registered = [] {
+    parallel::register_strategy("skip_sixth_step", [](const parallel::StrategyOptions&) {
+      return std::make_unique<SkipSixthStep>();
+    });
+    return true;
+  }();
+  ASSERT_TRUE(registered);
+  auto with_skips = [&](const std::string& mode, const std::string& resume,
+                        const std::string& extra) {
+    TrainConfig c = config(mode, 20, resume, extra);
+    set_field(c, "parallel.strategy", "skip_sixth_step", "test");
+    set_field(c, "training.skip_nonfinite_steps", "true", "test");
+    return c;
+  };
+  {
+    Trainer t(with_skips("overlapped", "", "window: 4"));
+    for (int i = 0; i < 4; ++i) t.train_step();
+    t.save_checkpoint();
+    for (int i = 0; i < 3; ++i) EXPECT_EQ(t.train_step().skipped, i == 1) << "step " << 5 + i;
+    t.wait_for_checkpoint();
+  }
+  ASSERT_EQ(newest().filename(), "step_00000007");
+  fs::rename(newest(), dir_ / "overlapped_step7");
+  fs::remove_all(dir_ / "ckpt");
+  {
+    Trainer t(with_skips("sync", "", ""));
+    for (int i = 0; i < 7; ++i) t.train_step();
+    t.save_checkpoint();
+  }
+  Trainer from_overlapped(config("sync", 20, (dir_ / "overlapped_step7").string()));
+  Trainer from_sync(config("sync", 20, "latest"));
   EXPECT_EQ(parameters_of(from_overlapped), parameters_of(from_sync));
   EXPECT_EQ(optimizer_state_of(from_overlapped), optimizer_state_of(from_sync));
 }
