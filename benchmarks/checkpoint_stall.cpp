@@ -134,7 +134,6 @@ int64_t folder_bytes(const fs::path& folder) {
   return total;
 }
 
-
 RunResult run(const ModelSpec& m, int64_t steps, int64_t every, int64_t after,
               const std::string& mode, int64_t warmup, int64_t threads, const fs::path& data_dir,
               const fs::path& ckpt_dir) {

@@ -42,8 +42,10 @@ Measured measure(const std::vector<pl::TraceEvent>& events, int stages) {
     first = std::min(first, e.start);
     last = std::max(last, e.start + e.duration);
     busy += e.duration;
-    if (e.action.kind == pl::ActionKind::forward) fwd += e.duration, ++nf;
-    else bwd += e.duration, ++nb;
+    if (e.action.kind == pl::ActionKind::forward)
+      fwd += e.duration, ++nf;
+    else
+      bwd += e.duration, ++nb;
   }
   Measured m;
   m.span_us = last - first;
@@ -60,10 +62,14 @@ int main(int argc, char** argv) {
   std::filesystem::path dir;
   try {
     env = &dist::init(&argc, &argv);
-    bench::Flags flags = bench::parse_flags(
-        argc, argv,
-        {{"layers", "8"}, {"width", "128"}, {"heads", "4"}, {"seq", "64"}, {"micro", "8"},
-         {"steps", "4"}, {"out", "benchmarks/results"}});
+    bench::Flags flags = bench::parse_flags(argc, argv,
+                                            {{"layers", "8"},
+                                             {"width", "128"},
+                                             {"heads", "4"},
+                                             {"seq", "64"},
+                                             {"micro", "8"},
+                                             {"steps", "4"},
+                                             {"out", "benchmarks/results"}});
     const int pp = env->world()->size();
     BRAID_CHECK(pp >= 2, "run pipeline_bubble on several ranks (mpirun -np 4)");
     dir = bench::private_temp_folder("braid_pp_bench", env->world()->rank());
@@ -71,26 +77,26 @@ int main(int argc, char** argv) {
     const bool lead = env->world()->rank() == 0;
     nlohmann::json results = nlohmann::json::array();
     if (lead)
-      std::printf("\npp=%d, %s micro-batches of 1 x %s tokens, %s layers of width %s\n"
-                  "%-18s %3s %9s %9s %9s %9s %9s %10s\n",
-                  pp, flags["micro"].c_str(), flags["seq"].c_str(), flags["layers"].c_str(),
-                  flags["width"].c_str(), "schedule", "v", "measured", "simulated", "analytic",
-                  "F us", "B us", "step ms");
+      std::printf(
+          "\npp=%d, %s micro-batches of 1 x %s tokens, %s layers of width %s\n"
+          "%-18s %3s %9s %9s %9s %9s %9s %10s\n",
+          pp, flags["micro"].c_str(), flags["seq"].c_str(), flags["layers"].c_str(),
+          flags["width"].c_str(), "schedule", "v", "measured", "simulated", "analytic", "F us",
+          "B us", "step ms");
     const std::vector<std::pair<std::string, int>> schedules = {
         {"gpipe", 1}, {"1f1b", 1}, {"interleaved_1f1b", 2}};
     for (const auto& [schedule, chunks] : schedules) {
       const std::string trace = flags["out"] + "/pipeline_" + schedule + ".json";
-      const std::string config = fmt::format(R"(
+      const std::string config =
+          fmt::format(R"(
 model {{ vocab_size: 257 n_layer: {} n_head: {} n_embd: {} block_size: {} }}
 data {{ train_pattern: "{}/train_*.bin" tokenizer: "byte" }}
 optimizer {{ name: "adamw" lr: 1e-4 }}
 training {{ steps: 100 batch_size: {} seq_len: {} val_every: 0 threads: 1 }}
 parallel {{ pp: {} micro_batches: {} schedule: "{}" virtual_stages: {} pipeline_trace: "{}" }}
 )",
-                                             flags["layers"], flags["heads"], flags["width"],
-                                             flags["seq"], dir.string(), flags["micro"],
-                                             flags["seq"], pp, flags["micro"], schedule, chunks,
-                                             trace);
+                      flags["layers"], flags["heads"], flags["width"], flags["seq"], dir.string(),
+                      flags["micro"], flags["seq"], pp, flags["micro"], schedule, chunks, trace);
       train::Trainer trainer(train::parse_config(config, "pipeline_bubble"), env->world());
       std::vector<double> step_ms;
       for (int i = 0; i < std::stoi(flags["steps"]); ++i)
@@ -103,8 +109,8 @@ parallel {{ pp: {} micro_batches: {} schedule: "{}" virtual_stages: {} pipeline_
         if (e.at("ph") != "X") continue;
         pl::TraceEvent ev;
         ev.stage = e.at("tid");
-        ev.action.kind = e.at("cat") == "forward" ? pl::ActionKind::forward
-                                                  : pl::ActionKind::backward;
+        ev.action.kind =
+            e.at("cat") == "forward" ? pl::ActionKind::forward : pl::ActionKind::backward;
         ev.start = e.at("ts");
         ev.duration = e.at("dur");
         events.push_back(ev);

@@ -38,7 +38,8 @@ struct ModelShape {
 };
 
 // Collectives of the tp group in one step with one micro-batch of B x T tokens.
-dist::TrafficTable expected_traffic(const ModelShape& s, int tp, bool sp, const std::string& group) {
+dist::TrafficTable expected_traffic(const ModelShape& s, int tp, bool sp,
+                                    const std::string& group) {
   if (tp == 1) return {};  // one rank: no tensor-parallel communication at all
   const int64_t activation = s.batch * s.seq * s.width * 4;  // one [B, T, C] f32 buffer
   const int64_t rows = s.batch * s.seq;
@@ -79,29 +80,38 @@ int main(int argc, char** argv) {
   std::filesystem::path dir;
   try {
     env = &dist::init(&argc, &argv);
-    bench::Flags flags = bench::parse_flags(
-        argc, argv,
-        {{"tp", "1"}, {"sp", "0"}, {"layers", "4"}, {"width", "256"}, {"heads", "4"},
-         {"vocab", "50257"}, {"batch", "4"}, {"seq", "128"}, {"steps", "6"}, {"warmup", "2"},
-         {"threads", "0"}, {"json", ""}});
+    bench::Flags flags = bench::parse_flags(argc, argv,
+                                            {{"tp", "1"},
+                                             {"sp", "0"},
+                                             {"layers", "4"},
+                                             {"width", "256"},
+                                             {"heads", "4"},
+                                             {"vocab", "50257"},
+                                             {"batch", "4"},
+                                             {"seq", "128"},
+                                             {"steps", "6"},
+                                             {"warmup", "2"},
+                                             {"threads", "0"},
+                                             {"json", ""}});
     auto num = [&](const char* k) { return std::stoll(flags.at(k)); };
-    const ModelShape s{num("layers"), num("width"), num("heads"), num("vocab"), num("batch"), num("seq")};
+    const ModelShape s{num("layers"), num("width"), num("heads"),
+                       num("vocab"),  num("batch"), num("seq")};
     const int tp = static_cast<int>(num("tp"));
     const bool sp = num("sp") != 0;
     const int world = env->world()->size();
     BRAID_CHECK(world == tp, "run tp_step_bench on tp ranks (mpirun -np {}), not {}", tp, world);
     dir = bench::private_temp_folder("braid_tp_bench", env->world()->rank());
     bench::write_random_tokens(dir, s.vocab);
-    const std::string config = fmt::format(R"(
+    const std::string config =
+        fmt::format(R"(
 model {{ vocab_size: {} n_layer: {} n_head: {} n_embd: {} block_size: {} }}
 data {{ train_pattern: "{}/train_*.bin" tokenizer: "byte" }}
 optimizer {{ name: "adamw" lr: 1e-4 weight_decay: 0.1 grad_clip: 1.0 }}
 training {{ steps: 1000 batch_size: {} seq_len: {} val_every: 0 threads: {} }}
 parallel {{ tp: {} sequence_parallel: {} }}
 )",
-                                           s.vocab, s.layers, s.heads, s.width, s.seq,
-                                           dir.string(), s.batch, s.seq, num("threads"), tp,
-                                           sp ? "true" : "false");
+                    s.vocab, s.layers, s.heads, s.width, s.seq, dir.string(), s.batch, s.seq,
+                    num("threads"), tp, sp ? "true" : "false");
     train::Trainer trainer(train::parse_config(config, "tp_step_bench"), env->world());
     const std::string group = trainer.grid().group("tp")->name();
     for (int64_t i = 0; i < num("warmup"); ++i) trainer.train_step();
@@ -123,13 +133,14 @@ parallel {{ tp: {} sequence_parallel: {} }}
       dist::finalize();
       return 0;
     }
-    std::printf("\ntp=%d sequence_parallel=%d: %lld layers, width %lld, batch %lld x %lld, "
-                "%d threads per rank\n",
-                tp, sp ? 1 : 0, (long long)s.layers, (long long)s.width, (long long)s.batch,
-                (long long)s.seq, omp_get_max_threads());
+    std::printf(
+        "\ntp=%d sequence_parallel=%d: %lld layers, width %lld, batch %lld x %lld, "
+        "%d threads per rank\n",
+        tp, sp ? 1 : 0, (long long)s.layers, (long long)s.width, (long long)s.batch,
+        (long long)s.seq, omp_get_max_threads());
     std::printf("  step time (median of %lld): %.1f ms\n", (long long)num("steps"), median(times));
-    std::printf("  %-15s %8s %8s %12s %12s %14s\n", "op (tp group)", "calls", "expect",
-                "MiB", "expect MiB", "wire MiB/rank");
+    std::printf("  %-15s %8s %8s %12s %12s %14s\n", "op (tp group)", "calls", "expect", "MiB",
+                "expect MiB", "wire MiB/rank");
     nlohmann::json ops = nlohmann::json::object();
     double wire_total = 0, bytes_total = 0, expected_total = 0;
     std::map<std::string, bool> names;
@@ -141,8 +152,11 @@ parallel {{ tp: {} sequence_parallel: {} }}
       const double wire = static_cast<double>(m.bytes) * wire_factor(op, tp);
       std::printf("  %-15s %8lld %8lld %12.3f %12.3f %14.3f\n", op.c_str(), (long long)m.calls,
                   (long long)e.calls, m.bytes / 1048576.0, e.bytes / 1048576.0, wire / 1048576.0);
-      ops[op] = {{"calls", m.calls},          {"bytes", m.bytes}, {"expected_calls", e.calls},
-                 {"expected_bytes", e.bytes}, {"wire_bytes_per_rank", wire}};
+      ops[op] = {{"calls", m.calls},
+                 {"bytes", m.bytes},
+                 {"expected_calls", e.calls},
+                 {"expected_bytes", e.bytes},
+                 {"wire_bytes_per_rank", wire}};
       wire_total += wire;
       bytes_total += static_cast<double>(m.bytes);
       expected_total += static_cast<double>(e.bytes);

@@ -6,11 +6,11 @@
 
 #include "braid/autograd/grad_mode.h"
 #include "braid/ckpt/checkpoint.h"
+#include "braid/ckpt/overlapped_window.h"
 #include "braid/core/logging.h"
 #include "fault_injection.h"
 #include "format.h"
 #include "shard_writer.h"
-#include "braid/ckpt/overlapped_window.h"
 
 namespace braid::ckpt {
 
@@ -32,7 +32,7 @@ struct Checkpointer::Pending {
   std::vector<Entry> entries;
   std::map<std::string, int64_t> param_steps;
   int64_t optimizer_steps = 0;
-  bool writer = false;  // data-parallel replica 0
+  bool writer = false;                          // data-parallel replica 0
   std::map<std::string, nn::ShardSpec> shards;  // overlapped: captured at the request
   std::set<std::string> skip;
 };
@@ -70,9 +70,10 @@ void Checkpointer::wait() {
 void Checkpointer::save(const nn::Module& model, optim::Optimizer& optimizer,
                         const TrainingState& state, const std::set<std::string>& skip) {
   if (window_open()) {
-    log().info("checkpoint request at step {} skipped: the overlapped checkpoint window is "
-               "still open for {} more step(s)",
-               state.step, window_steps_left_);
+    log().info(
+        "checkpoint request at step {} skipped: the overlapped checkpoint window is "
+        "still open for {} more step(s)",
+        state.step, window_steps_left_);
     return;
   }
   if (writer_.joinable()) {

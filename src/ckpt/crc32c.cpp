@@ -32,7 +32,7 @@ uint32_t table_crc(const unsigned char* p, size_t size, uint32_t crc) {
 
 #if defined(__x86_64__)
 __attribute__((target("sse4.2"))) uint32_t hardware_crc(const unsigned char* p, size_t size,
-                                                         uint32_t crc) {
+                                                        uint32_t crc) {
   uint64_t c = crc;
   for (; size >= 8; size -= 8, p += 8) {
     uint64_t word;

@@ -95,8 +95,7 @@ void write_message(const fs::path& path, const google::protobuf::Message& messag
 
 void read_message(const fs::path& path, google::protobuf::Message& message) {
   std::ifstream in(path, std::ios::binary);
-  BRAID_CHECK(in.good(), "cannot read {} (missing: the checkpoint is not complete)",
-              path.string());
+  BRAID_CHECK(in.good(), "cannot read {} (missing: the checkpoint is not complete)", path.string());
   BRAID_CHECK(message.ParseFromIstream(&in), "{} is corrupt (not a valid {})", path.string(),
               message.GetTypeName());
 }
@@ -136,8 +135,9 @@ std::vector<char> read_slice(const fs::path& folder, const proto::TensorSlice& s
   BRAID_CHECK(in.good(), "reading tensor '{}' from {} failed", slice.name(), file.string());
   const int64_t chunk = slice.chunk_bytes();
   const int64_t chunks = (slice.byte_length() + chunk - 1) / chunk;
-  BRAID_CHECK(slice.chunk_crc32c_size() == chunks, "tensor '{}' in {} lists {} checksums for {} chunks",
-              slice.name(), file.string(), slice.chunk_crc32c_size(), chunks);
+  BRAID_CHECK(slice.chunk_crc32c_size() == chunks,
+              "tensor '{}' in {} lists {} checksums for {} chunks", slice.name(), file.string(),
+              slice.chunk_crc32c_size(), chunks);
   for (int64_t c = 0; c < chunks; ++c) {
     const int64_t begin = c * chunk, length = std::min(chunk, slice.byte_length() - begin);
     BRAID_CHECK(crc32c(bytes.data() + begin, static_cast<size_t>(length)) ==

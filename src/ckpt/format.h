@@ -22,9 +22,9 @@ constexpr int64_t kChunkBytes = 1 << 20;  // checksum granularity
 constexpr const char* kManifestFile = "manifest.pb";
 constexpr const char* kLatestFile = "latest";
 
-std::string step_folder_name(int64_t step);              // "step_00000040"
-std::string rank_data_file(int rank);                    // "rank_00003.bin"
-std::string rank_manifest_file(int rank);                // "rank_00003.manifest"
+std::string step_folder_name(int64_t step);  // "step_00000040"
+std::string rank_data_file(int rank);        // "rank_00003.bin"
+std::string rank_manifest_file(int rank);    // "rank_00003.manifest"
 // Committed checkpoint folders under `dir` (those with a manifest), oldest first.
 std::vector<fs::path> committed_checkpoints(const fs::path& dir);
 

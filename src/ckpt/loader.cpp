@@ -63,8 +63,9 @@ void restore(const fs::path& folder, const SliceIndex& index, const std::string&
     if (saved_shape[0] > rows) {
       const Tensor extra = whole.narrow(0, rows, saved_shape[0] - rows).contiguous();
       for (float v : extra.to_vector())
-        BRAID_CHECK(v == 0.0f, "tensor '{}': checkpoint {} has non-zero rows beyond this model's {}",
-                    key, folder.string(), want.global_shape[0]);
+        BRAID_CHECK(v == 0.0f,
+                    "tensor '{}': checkpoint {} has non-zero rows beyond this model's {}", key,
+                    folder.string(), want.global_shape[0]);
     }
     Tensor resized = Tensor::zeros(want.global_shape);
     resized.narrow(0, 0, rows).copy_(whole.narrow(0, 0, rows));
@@ -122,7 +123,8 @@ TrainingState load_checkpoint(const std::string& path, nn::Module& model,
   if (options.fallback_to_previous) {
     std::vector<fs::path> committed = committed_checkpoints(path);
     for (auto it = committed.rbegin(); it != committed.rend(); ++it)
-      if (candidates.empty() || it->string() != candidates.front()) candidates.push_back(it->string());
+      if (candidates.empty() || it->string() != candidates.front())
+        candidates.push_back(it->string());
   }
   BRAID_CHECK(!candidates.empty(), "no committed checkpoint in {}", path);
   for (size_t attempt = 0;; ++attempt) {
@@ -137,7 +139,8 @@ TrainingState load_checkpoint(const std::string& path, nn::Module& model,
       bool same_layout = true;
       for (const auto& [axis, size] : current) {
         auto saved = manifest.grid().find(axis);
-        same_layout = same_layout && (saved == manifest.grid().end() ? size == 1 : saved->second == size);
+        same_layout =
+            same_layout && (saved == manifest.grid().end() ? size == 1 : saved->second == size);
       }
       BRAID_CHECK(same_layout || options.allow_reshard,
                   "checkpoint {} was saved under {}, this run is {}; allow resharding "

@@ -18,13 +18,13 @@ OverlappedWindow::OverlappedWindow(optim::Optimizer& optimizer, int blocks) : bl
   // Greedy balance: each parameter joins the lightest block, largest parameters first.
   std::vector<size_t> order(params.size());
   for (size_t i = 0; i < order.size(); ++i) order[i] = i;
-  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
-    return params[a].param.numel() > params[b].param.numel();
-  });
+  std::sort(order.begin(), order.end(),
+            [&](size_t a, size_t b) { return params[a].param.numel() > params[b].param.numel(); });
   std::vector<int64_t> load(blocks, 0);
   block_of_.assign(params.size(), 0);
   for (size_t i : order) {
-    const int lightest = static_cast<int>(std::min_element(load.begin(), load.end()) - load.begin());
+    const int lightest =
+        static_cast<int>(std::min_element(load.begin(), load.end()) - load.begin());
     block_of_[i] = lightest;
     load[lightest] += params[i].param.numel();
   }
@@ -48,8 +48,8 @@ void OverlappedWindow::copy_block(optim::Optimizer& optimizer, int block) {
   copied_ = block + 1;
 }
 
-void OverlappedWindow::before_update(const optim::Optimizer& optimizer, float lr,
-                                     float grad_scale, bool skipped) {
+void OverlappedWindow::before_update(const optim::Optimizer& optimizer, float lr, float grad_scale,
+                                     bool skipped) {
   Update u{lr, grad_scale, skipped, copied_, std::vector<Tensor>(copies_.size())};
   if (!skipped) {
     for (size_t i = 0; i < copies_.size(); ++i) {
@@ -79,8 +79,8 @@ void OverlappedWindow::replay() {
     for (size_t i = 0; i < copies_.size(); ++i) {
       if (block_of_[i] >= u.first_block || !u.grads[i].defined()) continue;
       ParamCopy& c = copies_[i];
-      const ops::AdamWHyper hyper{u.lr,          adamw_.beta1,      adamw_.beta2,
-                                  adamw_.eps,    weight_decay_[i], ++c.steps};
+      const ops::AdamWHyper hyper{u.lr,       adamw_.beta1,     adamw_.beta2,
+                                  adamw_.eps, weight_decay_[i], ++c.steps};
       adamw(c.param, u.grads[i], c.exp_avg, c.exp_avg_sq, hyper, u.grad_scale);
     }
   }

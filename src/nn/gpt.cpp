@@ -30,8 +30,9 @@ void GptConfig::validate() const {
 
 std::string GptConfig::tensor_parallel_problem(int tp) const {
   if (tp < 1) return fmt::format("tensor parallelism tp={} must be >= 1", tp);
-  const std::pair<const char*, int64_t> sizes[] = {
-      {"model.n_head", n_head}, {"model.n_embd", n_embd}, {"the MLP width 4 * model.n_embd", 4 * n_embd}};
+  const std::pair<const char*, int64_t> sizes[] = {{"model.n_head", n_head},
+                                                   {"model.n_embd", n_embd},
+                                                   {"the MLP width 4 * model.n_embd", 4 * n_embd}};
   for (const auto& [what, size] : sizes) {
     if (size % tp == 0) continue;
     // Valid tp values divide every split size; the head count and width share them.
@@ -42,8 +43,8 @@ std::string GptConfig::tensor_parallel_problem(int tp) const {
       if (d < tp) below = d;
       if (d > tp && above == 0) above = d;
     }
-    return fmt::format("tensor parallelism tp={} does not divide {} = {}; nearest valid tp: {}",
-                       tp, what, size,
+    return fmt::format("tensor parallelism tp={} does not divide {} = {}; nearest valid tp: {}", tp,
+                       what, size,
                        above ? fmt::format("{} or {}", below, above) : std::to_string(below));
   }
   return "";
@@ -67,23 +68,23 @@ Gpt::Gpt(const GptConfig& config, TensorParallelPtr tp, std::optional<GptStagePa
                 config_.n_layer);
   // The tied head reads wte's rows, so a last stage keeps a copy of them.
   if (part_.embeddings || (part_.head && config_.tie_embeddings))
-    wte = register_module("wte", std::make_shared<VocabParallelEmbedding>(padded_vocab(),
-                                                                          config_.n_embd, tp_));
+    wte = register_module(
+        "wte", std::make_shared<VocabParallelEmbedding>(padded_vocab(), config_.n_embd, tp_));
   if (part_.embeddings)
     wpe = register_module("wpe", std::make_shared<Embedding>(config_.block_size, config_.n_embd));
   for (const auto& [first, end] : part_.chunks) {
     chunk_start_.push_back(blocks.size());
     for (int64_t i = first; i < end; ++i)
-      blocks.push_back(register_module(
-          "blocks." + std::to_string(i),
-          std::make_shared<Block>(config_.n_embd, config_.n_head, tp_)));
+      blocks.push_back(
+          register_module("blocks." + std::to_string(i),
+                          std::make_shared<Block>(config_.n_embd, config_.n_head, tp_)));
   }
   chunk_start_.push_back(blocks.size());
   if (part_.head) {
     ln_f = register_module("ln_f", std::make_shared<LayerNorm>(config_.n_embd, 1e-5f, tp_));
     if (!config_.tie_embeddings)
-      lm_head = register_module("lm_head", std::make_shared<VocabParallelEmbedding>(
-                                               padded_vocab(), config_.n_embd, tp_));
+      lm_head = register_module(
+          "lm_head", std::make_shared<VocabParallelEmbedding>(padded_vocab(), config_.n_embd, tp_));
   }
 }
 
@@ -192,8 +193,8 @@ Tensor Gpt::head_loss(const Tensor& x, const Tensor& targets) const {
 }
 
 bool Gpt::holds_whole_model() const {
-  return part_.embeddings && part_.head && part_.chunks.size() == 1 &&
-         part_.chunks[0].first == 0 && part_.chunks[0].second == config_.n_layer;
+  return part_.embeddings && part_.head && part_.chunks.size() == 1 && part_.chunks[0].first == 0 &&
+         part_.chunks[0].second == config_.n_layer;
 }
 
 Tensor Gpt::forward(const Tensor& ids) const {

@@ -22,7 +22,8 @@ Tensor Embedding::forward(const Tensor& ids) const {
   return embedding(weight, ids);
 }
 
-LayerNorm::LayerNorm(int64_t dim, float eps_, TensorParallelPtr tp) : eps(eps_), tp_(std::move(tp)) {
+LayerNorm::LayerNorm(int64_t dim, float eps_, TensorParallelPtr tp)
+    : eps(eps_), tp_(std::move(tp)) {
   weight = register_parameter("weight", Tensor::full({dim}, 1.0f));
   bias = register_parameter("bias", Tensor::zeros({dim}));
 }

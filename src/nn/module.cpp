@@ -7,12 +7,10 @@
 
 namespace braid::nn {
 
-Tensor& Module::register_parameter(std::string name, Tensor value,
-                                   std::optional<ShardSpec> shard) {
+Tensor& Module::register_parameter(std::string name, Tensor value, std::optional<ShardSpec> shard) {
   if (shard)
-    BRAID_CHECK(shard->local_shape == value.shape(),
-                "parameter '{}' is {} but its shard {} is {}", name, value.str(), shard->str(),
-                shape_str(shard->local_shape));
+    BRAID_CHECK(shard->local_shape == value.shape(), "parameter '{}' is {} but its shard {} is {}",
+                name, value.str(), shard->str(), shape_str(shard->local_shape));
   specs_.push_back(shard ? *shard : ShardSpec::whole(value.shape()));
   value.set_requires_grad(true);
   params_.emplace_back(std::move(name), std::move(value));
@@ -24,8 +22,7 @@ void Module::collect(const std::string& prefix, NamedTensors& out) const {
   for (const auto& [name, child] : children_) child->collect(prefix + name + ".", out);
 }
 
-void Module::collect_specs(const std::string& prefix,
-                           std::map<std::string, ShardSpec>& out) const {
+void Module::collect_specs(const std::string& prefix, std::map<std::string, ShardSpec>& out) const {
   for (size_t i = 0; i < params_.size(); ++i) out.emplace(prefix + params_[i].first, specs_[i]);
   for (const auto& [name, child] : children_) child->collect_specs(prefix + name + ".", out);
 }

@@ -12,8 +12,8 @@ CausalSelfAttention::CausalSelfAttention(int64_t n_embd, int64_t heads, TensorPa
   BRAID_CHECK(!tp || heads % tp->size() == 0,
               "{} attention heads do not split over tp={} (each rank owns whole heads)", heads,
               tp->size());
-  qkv = register_module("qkv", std::make_shared<ColumnParallelLinear>(n_embd, 3 * n_embd, tp,
-                                                                      true, /*groups=*/3));
+  qkv = register_module(
+      "qkv", std::make_shared<ColumnParallelLinear>(n_embd, 3 * n_embd, tp, true, /*groups=*/3));
   proj = register_module("proj", std::make_shared<RowParallelLinear>(n_embd, n_embd, tp));
 }
 

@@ -235,9 +235,11 @@ void DataParallel::scatter_optimizer_state(optim::Optimizer& optimizer) {
     const auto state = optimizer.param_state(s.param);
     const int64_t within = s.flat_begin - param_offset_[s.param];
     exp_avg_.narrow(0, s.shard_begin, s.length)
-        .copy_(state.at(0).second.reshape({state.at(0).second.numel()}).narrow(0, within, s.length));
+        .copy_(
+            state.at(0).second.reshape({state.at(0).second.numel()}).narrow(0, within, s.length));
     exp_avg_sq_.narrow(0, s.shard_begin, s.length)
-        .copy_(state.at(1).second.reshape({state.at(1).second.numel()}).narrow(0, within, s.length));
+        .copy_(
+            state.at(1).second.reshape({state.at(1).second.numel()}).narrow(0, within, s.length));
   }
   step_ = optimizer.steps_taken();
 }

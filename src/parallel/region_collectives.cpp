@@ -120,8 +120,7 @@ Tensor gather_sequence(const Tensor& x, int dim, const ProcessGroupPtr& group) {
 }
 
 Tensor reduce_scatter_sequence(const Tensor& x, int dim, const ProcessGroupPtr& group) {
-  return region_op("ReduceScatterSequence", x, x.normalize_dim(dim), group, reduce_scatter,
-                   gather);
+  return region_op("ReduceScatterSequence", x, x.normalize_dim(dim), group, reduce_scatter, gather);
 }
 
 }  // namespace braid::parallel

@@ -81,8 +81,7 @@ optim::ClipResult Strategy::clip(float max_norm) {
 void Strategy::sum_shared_gradients() {
   for (SharedParameter& s : shared_) {
     Tensor g = s.param.grad();
-    BRAID_CHECK(g.defined(), "shared parameter '{}' got no gradient in this step",
-                s.param.name());
+    BRAID_CHECK(g.defined(), "shared parameter '{}' got no gradient in this step", s.param.name());
     s.group->all_reduce(g, dist::ReduceOp::sum)->wait();
   }
 }

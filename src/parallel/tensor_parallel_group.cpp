@@ -33,8 +33,8 @@ Tensor TensorParallelGroup::reduce_scatter_sequence(const Tensor& x, int dim) co
   return parallel::reduce_scatter_sequence(x, dim, group_);
 }
 Tensor TensorParallelGroup::vocab_parallel_cross_entropy(const Tensor& logits,
-                                                         const Tensor& targets,
-                                                         int64_t vocab_begin, int64_t num_classes,
+                                                         const Tensor& targets, int64_t vocab_begin,
+                                                         int64_t num_classes,
                                                          int64_t ignore_index) const {
   return parallel::vocab_parallel_cross_entropy(logits, targets, vocab_begin, num_classes,
                                                 ignore_index, group_);

@@ -10,8 +10,8 @@
 namespace braid::parallel {
 
 Tensor vocab_parallel_cross_entropy(const Tensor& logits, const Tensor& targets,
-                                    int64_t vocab_begin, int64_t num_classes,
-                                    int64_t ignore_index, const ProcessGroupPtr& group) {
+                                    int64_t vocab_begin, int64_t num_classes, int64_t ignore_index,
+                                    const ProcessGroupPtr& group) {
   BRAID_CHECK(logits.dtype() == DType::f32 && logits.dim() >= 1,
               "vocab-parallel cross_entropy logits must be f32, got {}", logits.str());
   BRAID_CHECK(targets.dtype() == DType::i32,

@@ -670,7 +670,8 @@ std::vector<std::string> find_problems(const TrainConfig& cfg) {
   }
   if (p.pp() >= 1 && m.n_layer() > 0) {
     const int v = std::max(p.virtual_stages(), 1);
-    c.expect(p.virtual_stages() >= 1, "parallel.virtual_stages", "must be >= 1 (model chunks per stage)");
+    c.expect(p.virtual_stages() >= 1, "parallel.virtual_stages",
+             "must be >= 1 (model chunks per stage)");
     c.expect(p.virtual_stages() == 1 || p.pp() > 1, "parallel.virtual_stages",
              "needs pipeline parallelism (parallel.pp > 1)");
     if (p.stage_layers_size() == 0) {
@@ -687,13 +688,12 @@ std::vector<std::string> find_problems(const TrainConfig& cfg) {
         sum += layers;
         non_negative = non_negative && layers >= 0;
       }
-      c.expect(p.stage_layers_size() == p.pp() * v && sum == m.n_layer() && non_negative,
-               "parallel.pp",
-               fmt::format("x parallel.virtual_stages = {} virtual stages, but "
-                           "parallel.stage_layers lists {} counts summing to {}; it needs {} "
-                           "counts >= 0 that sum to {}",
-                           p.pp() * v, p.stage_layers_size(), sum, p.pp() * v,
-                           c.ref("model.n_layer")));
+      c.expect(
+          p.stage_layers_size() == p.pp() * v && sum == m.n_layer() && non_negative, "parallel.pp",
+          fmt::format("x parallel.virtual_stages = {} virtual stages, but "
+                      "parallel.stage_layers lists {} counts summing to {}; it needs {} "
+                      "counts >= 0 that sum to {}",
+                      p.pp() * v, p.stage_layers_size(), sum, p.pp() * v, c.ref("model.n_layer")));
     }
   }
   if (p.pp() > 1) {
@@ -711,8 +711,8 @@ std::vector<std::string> find_problems(const TrainConfig& cfg) {
     c.expect(p.schedule() != "1f1b" || p.virtual_stages() == 1, "parallel.schedule",
              "runs one model chunk per stage; with parallel.virtual_stages > 1 use "
              "interleaved_1f1b");
-    const bool interleaved = p.schedule() == "interleaved_1f1b" ||
-                             (p.schedule() == "auto" && p.virtual_stages() > 1);
+    const bool interleaved =
+        p.schedule() == "interleaved_1f1b" || (p.schedule() == "auto" && p.virtual_stages() > 1);
     c.expect(!interleaved || micro >= p.pp(), "parallel.micro_batches",
              fmt::format("is fewer than the {} pipeline stages, which interleaved_1f1b needs; "
                          "use at least {}",

@@ -52,7 +52,8 @@ pl::StageCompute PipelineDriver::compute(const nn::Gpt& model, const data::Batch
   const pl::ScheduleShape& shape = runtime_->schedule().shape;
   const int64_t rows = batch.inputs.size(0) / shape.microbatches;
   pl::StageCompute c;
-  c.forward = [&model, &batch, shape, rows, stage = stage_](int chunk, int mb, const Tensor& input) {
+  c.forward = [&model, &batch, shape, rows, stage = stage_](int chunk, int mb,
+                                                            const Tensor& input) {
     const int k = shape.virtual_stage(stage, chunk);
     Tensor x = k == 0 ? model.embed(batch.inputs.narrow(0, mb * rows, rows)) : input;
     x = model.forward_chunk(chunk, x);
@@ -74,8 +75,8 @@ double PipelineDriver::train(const nn::Gpt& model, parallel::Strategy& strategy,
                              const data::Batch& batch, const std::string& trace_path) {
   const int micro = runtime_->schedule().shape.microbatches;
   BRAID_CHECK(batch.inputs.size(0) % micro == 0,
-              "a batch of {} sequences does not split into {} micro-batches",
-              batch.inputs.size(0), micro);
+              "a batch of {} sequences does not split into {} micro-batches", batch.inputs.size(0),
+              micro);
   pl::StageCompute c = compute(model, batch);
   c.before_backward = [&strategy](bool last) { strategy.begin_backward(last); };
   const bool trace = !trace_path.empty();
@@ -96,7 +97,7 @@ double PipelineDriver::evaluate(const nn::Gpt& model, const data::Batch& batch) 
 }
 
 std::vector<float> PipelineDriver::last_logits(const nn::Gpt& model,
-                                              const std::vector<int32_t>& window) {
+                                               const std::vector<int32_t>& window) {
   // One micro-batch of one window through every virtual stage (GPipe is valid for one
   // micro-batch at any chunk count); the last stage broadcasts the logits to every stage.
   const pl::ScheduleShape& trained = runtime_->schedule().shape;
@@ -116,8 +117,9 @@ std::vector<float> PipelineDriver::last_logits(const nn::Gpt& model,
   };
   runtime.forward_only(c);
   const int last = shape.stage_of(shape.virtual_stages() - 1);
-  Tensor shared = stage_ == last ? Tensor::from_vector(logits, {static_cast<int64_t>(logits.size())})
-                                 : Tensor::empty({model.config().vocab_size});
+  Tensor shared = stage_ == last
+                      ? Tensor::from_vector(logits, {static_cast<int64_t>(logits.size())})
+                      : Tensor::empty({model.config().vocab_size});
   grid_.group("pp")->broadcast(shared, last)->wait();
   return shared.to_vector();
 }
@@ -125,11 +127,9 @@ std::vector<float> PipelineDriver::last_logits(const nn::Gpt& model,
 std::vector<int32_t> PipelineDriver::generate(const nn::Gpt& model, std::vector<int32_t> prompt,
                                               const nn::SampleOptions& options) {
   autograd::NoGradGuard no_grad;
-  return nn::sample_tokens(std::move(prompt), options, model.config().vocab_size,
-                           model.generation_window(),
-                           [&](const std::vector<int32_t>& window) {
-                             return last_logits(model, window);
-                           });
+  return nn::sample_tokens(
+      std::move(prompt), options, model.config().vocab_size, model.generation_window(),
+      [&](const std::vector<int32_t>& window) { return last_logits(model, window); });
 }
 
 }  // namespace braid::train

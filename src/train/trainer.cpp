@@ -79,7 +79,8 @@ Trainer::Trainer(TrainConfig config, dist::ProcessGroupPtr world) : config_(std:
 
   if (par.pp() > 1) pipeline_ = std::make_unique<PipelineDriver>(config_, *grid_);
   model_ = std::make_unique<nn::Gpt>(
-      gpt_config(config_), parallel::TensorParallelGroup::from_grid(*grid_, par.sequence_parallel()),
+      gpt_config(config_),
+      parallel::TensorParallelGroup::from_grid(*grid_, par.sequence_parallel()),
       pipeline_ ? std::optional<nn::GptStagePart>(pipeline_->part()) : std::nullopt);
   model_->init_weights(tr.seed());
   const auto& o = config_.optimizer();
@@ -130,9 +131,8 @@ Trainer::Trainer(TrainConfig config, dist::ProcessGroupPtr world) : config_(std:
   const std::string& resume = config_.proto.resume();
   const bool latest = resume == "latest";
   if (!resume.empty() && (!latest || ckpt::has_committed_checkpoint(ck.dir()))) {
-    const ckpt::TrainingState state =
-        ckpt::load_checkpoint(latest ? ck.dir() : resume, *model_, *optimizer_, *grid_,
-                              {ck.reshard(), ck.fallback()});
+    const ckpt::TrainingState state = ckpt::load_checkpoint(
+        latest ? ck.dir() : resume, *model_, *optimizer_, *grid_, {ck.reshard(), ck.fallback()});
     step_ = state.step;
     train_sampler_->restore(state.sampler);
     strategy_->scatter_optimizer_state(*optimizer_);
@@ -267,7 +267,7 @@ std::string Trainer::sample(const std::string& prompt) {
   options.seed = config_.training().seed();
   std::vector<int32_t> ids = tokenizer_->encode(prompt.empty() ? "\n" : prompt);
   return tokenizer_->decode(pipeline_ ? pipeline_->generate(*model_, ids, options)
-                                     : model_->generate(ids, options));
+                                      : model_->generate(ids, options));
 }
 
 void Trainer::fit() {
@@ -292,16 +292,16 @@ void Trainer::fit() {
         (tr.log_every() <= 1 || step_ % tr.log_every() == 0 || step_ == total))
       log().info("{}", format_step(m, total));
     if (tr.val_every() > 0 && step_ % tr.val_every() == 0 && step_ != total) validate_now();
-    if (samples_here() && config_.sample().every() > 0 &&
-        step_ % config_.sample().every() == 0 && step_ != total) {
+    if (samples_here() && config_.sample().every() > 0 && step_ % config_.sample().every() == 0 &&
+        step_ != total) {
       const std::string text = sample(config_.sample().prompt());
       if (is_lead()) log().info("sample: {}", text);
     }
   }
   bar.finish();
   // The final state is saved at once, even when an overlapped window would need more steps.
-  if (checkpointer_ && step_ > first_step && (every == 0 || step_ % every != 0 ||
-                                              checkpointer_->window_open()))
+  if (checkpointer_ && step_ > first_step &&
+      (every == 0 || step_ % every != 0 || checkpointer_->window_open()))
     save_checkpoint(/*now=*/true);
   validate_now();
   wait_for_checkpoint();

@@ -19,9 +19,9 @@ int main(int argc, char** argv) {
   dist::Environment* env = nullptr;
   try {
     env = &dist::init(&argc, &argv);
-    std::map<std::string, std::string> flags = {
-        {"dir", ""}, {"data", ""}, {"mode", "sync"}, {"steps", "8"},
-        {"tp", "1"}, {"pp", "1"},  {"verify", "0"}};
+    std::map<std::string, std::string> flags = {{"dir", ""},    {"data", ""}, {"mode", "sync"},
+                                                {"steps", "8"}, {"tp", "1"},  {"pp", "1"},
+                                                {"verify", "0"}};
     for (int i = 1; i < argc; ++i) {
       const std::string key = std::string(argv[i]).substr(2);
       BRAID_CHECK(flags.count(key), "unknown flag {}", argv[i]);
@@ -37,7 +37,8 @@ int main(int argc, char** argv) {
     env->world()->barrier()->wait();
     const int tp = std::stoi(flags["tp"]), pp = std::stoi(flags["pp"]);
     const int dp = env->world()->size() / (tp * pp);
-    const std::string config = fmt::format(R"(
+    const std::string config =
+        fmt::format(R"(
 model {{ vocab_size: 257 n_layer: 2 n_head: 2 n_embd: 32 block_size: 16 }}
 data {{ train_pattern: "{}/train_*.bin" tokenizer: "byte" }}
 optimizer {{ name: "adamw" lr: 1e-3 grad_clip: 1.0 }}
@@ -46,17 +47,18 @@ parallel {{ tp: {} pp: {} dp: {} }}
 checkpoint {{ dir: "{}" every_steps: 2 mode: "{}" window: 3 keep: 3 fallback: false }}
 resume: "latest"
 )",
-                                           data.string(), flags["steps"], tp, pp, dp, flags["dir"],
-                                           flags["mode"]);
+                    data.string(), flags["steps"], tp, pp, dp, flags["dir"], flags["mode"]);
     train::Trainer trainer(train::parse_config(config, "fault_checkpoint"), env->world());
     if (flags["verify"] == "1") {
       // The Trainer just loaded (and checksummed) the newest committed checkpoint, if any.
       const int64_t step = trainer.step();
       trainer.train_step();
-      if (env->world()->rank() == 0) std::printf("verified: resumed at step %lld\n", (long long)step);
+      if (env->world()->rank() == 0)
+        std::printf("verified: resumed at step %lld\n", (long long)step);
     } else {
       trainer.fit();
-      if (env->world()->rank() == 0) std::printf("finished %lld steps\n", (long long)trainer.step());
+      if (env->world()->rank() == 0)
+        std::printf("finished %lld steps\n", (long long)trainer.step());
     }
     dist::finalize();
     return 0;

@@ -63,8 +63,7 @@ parallel {{ tp: {} pp: {} dp: {} micro_batches: {} strategy: "{}" {} }}
 checkpoint {{ dir: "{}" mode: "async" }}
 resume: "{}"
 )",
-                    data_.string(), 4 / l.dp, l.tp, l.pp, l.dp, l.pp > 1 ? 4 / l.dp : 0,
-                    l.strategy,
+                    data_.string(), 4 / l.dp, l.tp, l.pp, l.dp, l.pp > 1 ? 4 / l.dp : 0, l.strategy,
                     // Small buckets: ZeRO-1 chunks then cut several parameters mid-way.
                     split + (l.strategy == "zero1"
                                  ? R"( strategy_options { key: "bucket_mb" value: "0.05" })"
@@ -159,7 +158,8 @@ TEST_F(CheckpointLayouts, ReshardingLoadsEveryLayoutExactly) {
     loaded.strategy().gather_optimizer_state(loaded.optimizer());
     const auto specs = loaded.model().shard_specs();
     for (const auto& [name, p] : loaded.model().named_parameters())
-      EXPECT_EQ(p.to_vector(), slice_of_reference(whole_params.at(name), specs.at(name)).to_vector())
+      EXPECT_EQ(p.to_vector(),
+                slice_of_reference(whole_params.at(name), specs.at(name)).to_vector())
           << target.str() << " weight " << name;
     for (size_t i = 0; i < loaded.optimizer().params().size(); ++i) {
       const std::string& name = loaded.optimizer().params()[i].name;
@@ -193,7 +193,9 @@ TEST_F(CheckpointLayouts, LoadingAnotherLayoutWithoutReshardingIsAnError) {
     train::Trainer t(c, world_ptr());
     FAIL() << "a (tp, pp) = (1, 2) checkpoint must not load into tp = 2 without resharding";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("was saved under tp=1 cp=1 pp=2 dp=1, this run is tp=2 cp=1 pp=1 dp=1"), std::string::npos)
+    EXPECT_NE(std::string(e.what()).find(
+                  "was saved under tp=1 cp=1 pp=2 dp=1, this run is tp=2 cp=1 pp=1 dp=1"),
+              std::string::npos)
         << e.what();
   }
 }

@@ -71,8 +71,8 @@ training {{ steps: {} batch_size: {} grad_accum_steps: {} seq_len: 16 val_every:
 parallel {{ tp: {} pp: {} dp: {} micro_batches: {} schedule: "{}" virtual_stages: {}
            sequence_parallel: {} strategy: "{}" {} }}
 )",
-                    dir_.string(), steps(), batch, accumulate, l.tp, l.pp, l.dp, l.pp > 1 ? batch : 0,
-                    l.pp > 1 ? l.schedule : "auto", l.virtual_stages,
+                    dir_.string(), steps(), batch, accumulate, l.tp, l.pp, l.dp,
+                    l.pp > 1 ? batch : 0, l.pp > 1 ? l.schedule : "auto", l.virtual_stages,
                     l.sequence_parallel ? "true" : "false", l.strategy, stage_layers),
         "test");
   }
@@ -96,8 +96,14 @@ parallel {{ tp: {} pp: {} dp: {} micro_batches: {} schedule: "{}" virtual_stages
 // The issue's matrix, 1F1B and interleaved 1F1B wherever there is a pipeline.
 TEST_F(PipelineTraining, EquivalenceMatrixMatchesOneProcess) {
   std::vector<Layout> matrix;
-  for (auto [tp, pp, dp] : std::vector<std::tuple<int, int, int>>{
-           {1, 2, 1}, {1, 4, 1}, {2, 2, 1}, {1, 2, 2}, {2, 2, 2}, {2, 4, 1}, {4, 1, 2}, {1, 2, 4}}) {
+  for (auto [tp, pp, dp] : std::vector<std::tuple<int, int, int>>{{1, 2, 1},
+                                                                  {1, 4, 1},
+                                                                  {2, 2, 1},
+                                                                  {1, 2, 2},
+                                                                  {2, 2, 2},
+                                                                  {2, 4, 1},
+                                                                  {4, 1, 2},
+                                                                  {1, 2, 4}}) {
     if (pp == 1) {
       matrix.push_back({tp, pp, dp});
       continue;

@@ -156,8 +156,7 @@ TEST_F(TensorParallelLayers, GatheredOutputAndWholeInputMatchLinear) {
     auto seq = [&](const Tensor& x) { return sp ? piece(x, 1) : x; };
     // Gathered column output then a whole-input row layer: the middle is whole on every rank.
     compare(
-        shard_in, twin_in,
-        [&](const Tensor& x) { return gelu(shard_in.forward(x)); },
+        shard_in, twin_in, [&](const Tensor& x) { return gelu(shard_in.forward(x)); },
         [&](const Tensor& x) { return gelu(twin_in.forward(x)); }, randn({b, t, width}, 23), seq,
         [&](const Tensor& y) { return y; }, fmt::format("gathered column output, sp={}", sp));
     compare(
@@ -177,8 +176,8 @@ TEST_F(TensorParallelLayers, VocabParallelEmbeddingMatchesEmbedding) {
     init_like_twin(shard, 7);
     compare(
         shard, twin, [&](const Tensor& ids) { return shard.forward(ids); },
-        [&](const Tensor& ids) { return twin.forward(ids); }, random_ids({2, 12}, vocab, 3),
-        kWhole, [&](const Tensor& y) { return sp ? piece(y, 1) : y; },
+        [&](const Tensor& ids) { return twin.forward(ids); }, random_ids({2, 12}, vocab, 3), kWhole,
+        [&](const Tensor& y) { return sp ? piece(y, 1) : y; },
         fmt::format("vocab-parallel embedding, sp={}", sp));
   }
 }
@@ -216,9 +215,8 @@ TEST_F(TensorParallelLayers, VocabParallelCrossEntropyMatchesCrossEntropy) {
     expected.backward();
     const int64_t width = padded / size();
     Tensor mine = leaf(piece(logits, 1));
-    const Tensor loss =
-        parallel::vocab_parallel_cross_entropy(mine, targets, width * rank(), classes, -1,
-                                               world_ptr());
+    const Tensor loss = parallel::vocab_parallel_cross_entropy(mine, targets, width * rank(),
+                                                               classes, -1, world_ptr());
     const std::string what = fmt::format("{} classes in {} padded columns", classes, padded);
     EXPECT_NEAR(loss.item(), expected.item(), 1e-5 * std::fabs(expected.item())) << what;
     loss.backward();
@@ -284,9 +282,9 @@ TEST_F(TensorParallelLayers, UnevenSplitsAreClearErrors) {
   config.n_layer = 1;
   config.n_head = 2 * size() + 1;
   config.n_embd = config.n_head * 4;
-  EXPECT_ERROR_CONTAINS(nn::Gpt(config, tp(false)),
-                        fmt::format("tp={} does not divide model.n_head = {}", size(),
-                                    config.n_head));
+  EXPECT_ERROR_CONTAINS(
+      nn::Gpt(config, tp(false)),
+      fmt::format("tp={} does not divide model.n_head = {}", size(), config.n_head));
   config.n_head = size();
   config.n_embd = size() * 3;
   nn::Gpt model(config, tp(true));

@@ -23,8 +23,7 @@ struct Layout {
   std::string strategy = "auto";
   int accum = 1;
   std::string str() const {
-    return fmt::format("tp={} dp={} sp={} {} accum={}", tp, dp, sequence_parallel, strategy,
-                       accum);
+    return fmt::format("tp={} dp={} sp={} {} accum={}", tp, dp, sequence_parallel, strategy, accum);
   }
 };
 

@@ -58,7 +58,8 @@ void expect_same_losses(const TrainingRun& actual, const TrainingRun& expected,
 void expect_same_first_gradients(const TrainingRun& actual, const TrainingRun& expected,
                                  const std::string& what) {
   // A pipeline stage holds some of the parameters; together the stages hold all of them.
-  ASSERT_EQ(actual.first_grads.size(), actual.params.size()) << what << ": a parameter got no gradient";
+  ASSERT_EQ(actual.first_grads.size(), actual.params.size())
+      << what << ": a parameter got no gradient";
   for (const auto& [name, local] : actual.first_grads) {
     ASSERT_TRUE(expected.first_grads.count(name)) << what << ": unexpected parameter " << name;
     const Tensor& reference = expected.first_grads.at(name);
@@ -67,7 +68,8 @@ void expect_same_first_gradients(const TrainingRun& actual, const TrainingRun& e
         slice_of_reference(reference, actual.shards.at(name)).to_vector();
     ASSERT_EQ(got.size(), want.size()) << what << " " << name;
     double scale = 0, diff = 0;
-    for (float v : reference.to_vector()) scale = std::max(scale, static_cast<double>(std::fabs(v)));
+    for (float v : reference.to_vector())
+      scale = std::max(scale, static_cast<double>(std::fabs(v)));
     for (size_t i = 0; i < want.size(); ++i)
       diff = std::max(diff, std::fabs(static_cast<double>(got[i]) - want[i]));
     EXPECT_LE(diff, 1e-5 * scale) << what << " step-1 gradient of " << name;

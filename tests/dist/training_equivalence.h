@@ -18,8 +18,8 @@ std::filesystem::path write_corpus(const std::string& prefix, int rank);
 
 struct TrainingRun {
   std::vector<float> losses;
-  std::map<std::string, Tensor> params;       // this rank's (possibly sharded) parameters
-  std::map<std::string, Tensor> first_grads;  // their gradients of step 1 (before clipping)
+  std::map<std::string, Tensor> params;         // this rank's (possibly sharded) parameters
+  std::map<std::string, Tensor> first_grads;    // their gradients of step 1 (before clipping)
   std::map<std::string, nn::ShardSpec> shards;  // where each sits in the whole parameter
 };
 
@@ -31,8 +31,9 @@ void expect_same_losses(const TrainingRun& actual, const TrainingRun& expected,
                         const std::string& what);
 
 // Each step-1 gradient of this rank's parameters (its shard of each; a pipeline stage holds
-// some of them) within 1e-5 of the largest gradient of that parameter in `expected`: fp32 round-off of the same sums in another order. (Not for ZeRO-1,
-// whose parameters' .grad holds the rank's own unreduced gradient.)
+// some of them) within 1e-5 of the largest gradient of that parameter in `expected`: fp32 round-off
+// of the same sums in another order. (Not for ZeRO-1, whose parameters' .grad holds the rank's own
+// unreduced gradient.)
 void expect_same_first_gradients(const TrainingRun& actual, const TrainingRun& expected,
                                  const std::string& what);
 

@@ -56,9 +56,9 @@ int run_convert(const std::vector<std::string>& args) {
   const std::string usage =
       "braid-ckpt convert PATH OUT_DIR --tp T --pp P [--dp D] [--virtual-stages V] "
       "[--stage-layers 3,2,2,1] [--sequence-parallel]";
-  const Args a = parse_args(args, {"--sequence-parallel"},
-                            {"--tp", "--pp", "--dp", "--virtual-stages", "--stage-layers"}, 2,
-                            usage);
+  const Args a =
+      parse_args(args, {"--sequence-parallel"},
+                 {"--tp", "--pp", "--dp", "--virtual-stages", "--stage-layers"}, 2, usage);
   const Checkpoint source = open_checkpoint(a.positional[0]);
   const fs::path out = a.positional[1];
   const int tp = number(a, "--tp", 1), pp = number(a, "--pp", 1), dp = number(a, "--dp", 1);
@@ -109,7 +109,8 @@ int run_convert(const std::vector<std::string>& args) {
       }
       nn::Gpt model(gpt, tp > 1 ? std::make_shared<LayoutOnly>(t, tp, sp) : nullptr, part);
       auto optimizer = optim::make_optimizer(
-          o.name(), optim::decay_groups(model.named_parameters(), static_cast<float>(o.weight_decay())),
+          o.name(),
+          optim::decay_groups(model.named_parameters(), static_cast<float>(o.weight_decay())),
           {static_cast<float>(o.beta1()), static_cast<float>(o.beta2()),
            static_cast<float>(o.eps())},
           static_cast<float>(o.momentum()));

@@ -49,8 +49,9 @@ int main(int argc, char** argv) {
                                                    {"convert", braid::ckpt_tool::run_convert}};
   const auto it = commands.find(args[0]);
   if (it == commands.end()) {
-    std::fprintf(stderr, "braid-ckpt: unknown command '%s' (inspect, verify, export, convert; see --help)\n",
-                 args[0].c_str());
+    std::fprintf(
+        stderr, "braid-ckpt: unknown command '%s' (inspect, verify, export, convert; see --help)\n",
+        args[0].c_str());
     return 2;
   }
   for (const std::string& arg : args)

@@ -41,7 +41,7 @@ Mode mode_from_name(const std::string& name);
 struct CheckpointOptions {
   std::string dir;
   Mode mode = Mode::sync;
-  int keep = 3;  // committed checkpoints kept; 0 keeps all
+  int keep = 3;    // committed checkpoints kept; 0 keeps all
   int window = 7;  // overlapped: steps (and state blocks) the copy is spread over
 };
 

@@ -40,15 +40,15 @@ class OverlappedWindow {
   struct Update {
     float lr = 0, grad_scale = 1;
     bool skipped = false;
-    int first_block = 0;       // blocks [0, first_block) were copied when it was recorded
+    int first_block = 0;        // blocks [0, first_block) were copied when it was recorded
     std::vector<Tensor> grads;  // per parameter (undefined outside those blocks or no grad)
   };
   void copy_block(optim::Optimizer& optimizer, int block);
   void replay();
 
   int blocks_;
-  int copied_ = 0;                // blocks copied so far
-  std::vector<int> block_of_;     // parameter -> block
+  int copied_ = 0;             // blocks copied so far
+  std::vector<int> block_of_;  // parameter -> block
   std::vector<ParamCopy> copies_;
   std::vector<Update> updates_;
   optim::AdamWOptions adamw_;

@@ -7,9 +7,9 @@
 //
 // Collectives complete in issue order within a group; a send or recv completes on its own, as
 // soon as it is done, whatever was issued before it (so a pipeline can wait for the
-// activation it needs while receives posted for later stay open). A tensor passed to a collective must
-// not be read or written by the caller until its Work has completed (wait() or
-// is_completed() returned true); the group keeps the tensor alive until then.
+// activation it needs while receives posted for later stay open). A tensor passed to a collective
+// must not be read or written by the caller until its Work has completed (wait() or is_completed()
+// returned true); the group keeps the tensor alive until then.
 #pragma once
 
 #include <chrono>

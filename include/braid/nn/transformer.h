@@ -20,8 +20,8 @@ class CausalSelfAttention : public Module {
   // qkv packs [q | k | v], each C wide (each rank: its heads of each).
   std::shared_ptr<ColumnParallelLinear> qkv;
   std::shared_ptr<RowParallelLinear> proj;
-  int64_t n_head;        // in the whole model
-  int64_t local_heads;   // on this rank
+  int64_t n_head;       // in the whole model
+  int64_t local_heads;  // on this rank
 };
 
 class Mlp : public Module {

@@ -95,8 +95,8 @@ BRAID_KERNEL_SIGNATURE(VocabShardMaxKernel, "vocab_shard_max", const Tensor& log
 // sum_exp[n] = sum over the valid columns of exp(logits[n, j] - row_max[n]) with the global
 // row_max; target_logit[n] = logits[n, targets[n]] when this piece holds the target, else 0.
 BRAID_KERNEL_SIGNATURE(VocabShardSumExpKernel, "vocab_shard_sum_exp", const Tensor& logits,
-                       const Tensor& targets, int64_t valid, const Tensor& row_max,
-                       Tensor& sum_exp, Tensor& target_logit);
+                       const Tensor& targets, int64_t valid, const Tensor& row_max, Tensor& sum_exp,
+                       Tensor& target_logit);
 // dlogits[n, j] = scale * (exp(logits[n, j] - lse[n]) - [j == targets[n]]) on valid columns,
 // 0 on padding columns and on ignored rows (lse: the global log-sum-exp).
 BRAID_KERNEL_SIGNATURE(VocabShardBackwardKernel, "vocab_shard_backward", const Tensor& logits,

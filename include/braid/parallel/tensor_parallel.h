@@ -31,8 +31,8 @@ Tensor reduce_scatter_sequence(const Tensor& x, int dim, const ProcessGroupPtr& 
 // the vocabulary: `logits` [..., Vs] holds columns [vocab_begin, vocab_begin + Vs) and columns
 // >= num_classes are padding. Communicates 3 floats per row; never gathers the logits.
 Tensor vocab_parallel_cross_entropy(const Tensor& logits, const Tensor& targets,
-                                    int64_t vocab_begin, int64_t num_classes,
-                                    int64_t ignore_index, const ProcessGroupPtr& group);
+                                    int64_t vocab_begin, int64_t num_classes, int64_t ignore_index,
+                                    const ProcessGroupPtr& group);
 
 // The tp axis of a grid as a model sees it.
 class TensorParallelGroup final : public nn::TensorParallel {

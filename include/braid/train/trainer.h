@@ -83,9 +83,9 @@ class Trainer {
   std::unique_ptr<nn::Gpt> model_;
   std::unique_ptr<optim::Optimizer> optimizer_;
   std::unique_ptr<parallel::Strategy> strategy_;
-  std::unique_ptr<PipelineDriver> pipeline_;  // pp > 1
+  std::unique_ptr<PipelineDriver> pipeline_;          // pp > 1
   std::unique_ptr<ckpt::Checkpointer> checkpointer_;  // checkpoint.dir set
-  std::set<std::string> not_saved_here_;  // shared copies another rank writes
+  std::set<std::string> not_saved_here_;              // shared copies another rank writes
   optim::LrSchedule schedule_;
   std::optional<data::BatchSampler> train_sampler_, val_sampler_;
   std::function<data::Batch()> batch_source_;

@@ -41,7 +41,8 @@ std::vector<std::pair<int64_t, int64_t>> stage_chunks(
               "{} block ranges for {} virtual stages", virtual_ranges.size(),
               shape.virtual_stages());
   std::vector<std::pair<int64_t, int64_t>> chunks;
-  for (int c = 0; c < shape.chunks; ++c) chunks.push_back(virtual_ranges[shape.virtual_stage(stage, c)]);
+  for (int c = 0; c < shape.chunks; ++c)
+    chunks.push_back(virtual_ranges[shape.virtual_stage(stage, c)]);
   return chunks;
 }
 

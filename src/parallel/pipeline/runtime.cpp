@@ -105,7 +105,8 @@ StepResult PipelineRuntime::run(const std::vector<Action>& actions, const StageC
         }
         const auto t0 = Clock::now();
         s.output = compute.forward(a.chunk, a.microbatch, s.input);
-        if (trace) result.events.push_back({stage_, a, micros(t0), micros(Clock::now()) - micros(t0)});
+        if (trace)
+          result.events.push_back({stage_, a, micros(t0), micros(Clock::now()) - micros(t0)});
         if (k == last_virtual) result.loss_sum += s.output.item();
         if (k != last_virtual || autograd::GradMode::is_enabled()) stash[id] = std::move(s);
         break;
@@ -124,7 +125,8 @@ StepResult PipelineRuntime::run(const std::vector<Action>& actions, const StageC
         if (compute.before_backward) compute.before_backward(--backwards_left == 0);
         const auto t0 = Clock::now();
         s.output.backward(upstream);
-        if (trace) result.events.push_back({stage_, a, micros(t0), micros(Clock::now()) - micros(t0)});
+        if (trace)
+          result.events.push_back({stage_, a, micros(t0), micros(Clock::now()) - micros(t0)});
         s.output = Tensor();
         if (k > 0) {
           s.input_grad = s.input.grad();
@@ -140,8 +142,9 @@ StepResult PipelineRuntime::run(const std::vector<Action>& actions, const StageC
   }
   for (auto& [tensor, work] : sends) work->wait();
   if (training)
-    BRAID_CHECK(stash.empty(), "pipeline stage {}: {} micro-batch chunks were never back-propagated",
-                stage_, stash.size());
+    BRAID_CHECK(stash.empty(),
+                "pipeline stage {}: {} micro-batch chunks were never back-propagated", stage_,
+                stash.size());
   return result;
 }
 
@@ -150,10 +153,10 @@ std::vector<TraceEvent> gather_events(const std::vector<TraceEvent>& mine,
   constexpr int kFields = 6;
   std::vector<float> packed;
   for (const TraceEvent& e : mine)
-    packed.insert(packed.end(), {static_cast<float>(e.stage), static_cast<float>(e.action.kind),
-                                 static_cast<float>(e.action.microbatch),
-                                 static_cast<float>(e.action.chunk), static_cast<float>(e.start),
-                                 static_cast<float>(e.duration)});
+    packed.insert(packed.end(),
+                  {static_cast<float>(e.stage), static_cast<float>(e.action.kind),
+                   static_cast<float>(e.action.microbatch), static_cast<float>(e.action.chunk),
+                   static_cast<float>(e.start), static_cast<float>(e.duration)});
   const int64_t n = static_cast<int64_t>(packed.size());
   Tensor all = Tensor::empty({n * group.size()});
   group.all_gather(Tensor::from_vector(packed, {n}), all)->wait();

@@ -14,10 +14,12 @@ std::string chrome_trace_json(const std::vector<TraceEvent>& events, const std::
   nlohmann::json trace = nlohmann::json::array();
   int stages = 0;
   for (const TraceEvent& e : events) stages = std::max(stages, e.stage + 1);
-  trace.push_back({{"name", "process_name"}, {"ph", "M"}, {"pid", 0},
-                   {"args", {{"name", title}}}});
+  trace.push_back({{"name", "process_name"}, {"ph", "M"}, {"pid", 0}, {"args", {{"name", title}}}});
   for (int s = 0; s < stages; ++s)
-    trace.push_back({{"name", "thread_name"}, {"ph", "M"}, {"pid", 0}, {"tid", s},
+    trace.push_back({{"name", "thread_name"},
+                     {"ph", "M"},
+                     {"pid", 0},
+                     {"tid", s},
                      {"args", {{"name", fmt::format("stage {}", s)}}}});
   for (const TraceEvent& e : events) {
     const bool fwd = e.action.kind == ActionKind::forward;

@@ -20,7 +20,7 @@ struct StageState {
   size_t next = 0;
   double clock = 0;
   std::set<std::pair<int, int>> forwarded, backwarded;  // (microbatch, chunk)
-  std::set<MessageKey> posted;                           // receives posted, not yet consumed
+  std::set<MessageKey> posted;                          // receives posted, not yet consumed
   int held = 0;
 };
 
@@ -55,8 +55,8 @@ ScheduleReport validate(const Schedule& schedule, const ActionCosts& costs) {
       case ActionKind::recv_activation:
       case ActionKind::recv_gradient: {
         const MessageKey key{a.kind, a.microbatch, k};
-        BRAID_CHECK(me.posted.insert(key).second && !received.count(key),
-                    "{}: received twice", where(s, a));
+        BRAID_CHECK(me.posted.insert(key).second && !received.count(key), "{}: received twice",
+                    where(s, a));
         break;
       }
       case ActionKind::send_activation:
@@ -68,15 +68,14 @@ ScheduleReport validate(const Schedule& schedule, const ActionCosts& costs) {
                     where(s, a));
         const MessageKey key{act ? ActionKind::recv_activation : ActionKind::recv_gradient,
                              a.microbatch, act ? k + 1 : k - 1};
-        BRAID_CHECK(sent.emplace(key, me.clock + costs.comm).second, "{}: sent twice",
-                    where(s, a));
+        BRAID_CHECK(sent.emplace(key, me.clock + costs.comm).second, "{}: sent twice", where(s, a));
         break;
       }
       case ActionKind::forward:
       case ActionKind::backward: {
         const bool fwd = a.kind == ActionKind::forward;
-        BRAID_CHECK(fwd ? !me.forwarded.count(id) : !me.backwarded.count(id),
-                    "{}: runs twice", where(s, a));
+        BRAID_CHECK(fwd ? !me.forwarded.count(id) : !me.backwarded.count(id), "{}: runs twice",
+                    where(s, a));
         if (!fwd)
           BRAID_CHECK(me.forwarded.count(id), "{}: backward before its forward", where(s, a));
         double ready = me.clock;

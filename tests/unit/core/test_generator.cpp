@@ -83,12 +83,14 @@ TEST(Init, NormalIsLayoutIndependent) {
   nn::init::normal_(full, 11, "blocks.0.mlp.fc.weight", 0.02f);
   // A [3, 4] block at rows 2..4, columns 5..8 fills exactly that slice of the full tensor.
   Tensor shard = Tensor::empty({3, 4});
-  nn::init::normal_(shard, 11, "blocks.0.mlp.fc.weight", 0.02f, nn::ShardSpec::box(global, {2, 5}, {3, 4}));
+  nn::init::normal_(shard, 11, "blocks.0.mlp.fc.weight", 0.02f,
+                    nn::ShardSpec::box(global, {2, 5}, {3, 4}));
   EXPECT_TRUE(bitwise_equal(shard, full.narrow(0, 2, 3).narrow(1, 5, 4)));
   // Column shards (tensor parallel) tile the full tensor.
   for (int64_t c0 = 0; c0 < 10; c0 += 5) {
     Tensor col = Tensor::empty({6, 5});
-    nn::init::normal_(col, 11, "blocks.0.mlp.fc.weight", 0.02f, nn::ShardSpec::split(global, 1, 2, static_cast<int>(c0 / 5)));
+    nn::init::normal_(col, 11, "blocks.0.mlp.fc.weight", 0.02f,
+                      nn::ShardSpec::split(global, 1, 2, static_cast<int>(c0 / 5)));
     EXPECT_TRUE(bitwise_equal(col, full.narrow(1, c0, 5)));
   }
   // Values are std * normal_at(seed, hash(name), global index).

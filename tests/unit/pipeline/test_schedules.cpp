@@ -39,8 +39,8 @@ TEST(PipelineSchedules, EveryScheduleIsDeadlockFreeAndComplete) {
   for (const Case& c : every_valid_case()) {
     const ScheduleReport r = validate(make_schedule(c.schedule, c.shape));
     EXPECT_GT(r.makespan, 0) << name(c);
-    EXPECT_EQ(r.events.size(), static_cast<size_t>(2 * c.shape.stages * c.shape.microbatches *
-                                                   c.shape.chunks))
+    EXPECT_EQ(r.events.size(),
+              static_cast<size_t>(2 * c.shape.stages * c.shape.microbatches * c.shape.chunks))
         << name(c);
   }
 }
@@ -58,8 +58,7 @@ TEST(PipelineSchedules, BubbleFractionMatchesTheAnalyticValue) {
       const ScheduleShape one_chunk{c.shape.stages, c.shape.microbatches, 1};
       EXPECT_GE(r.bubble_fraction, analytic - 1e-12) << name(c);
       EXPECT_LE(r.bubble_fraction, analytic_bubble_fraction(one_chunk) + 1e-12) << name(c);
-    } else if (c.schedule != "interleaved_1f1b" ||
-               c.shape.microbatches % c.shape.stages == 0) {
+    } else if (c.schedule != "interleaved_1f1b" || c.shape.microbatches % c.shape.stages == 0) {
       EXPECT_NEAR(r.bubble_fraction, analytic, 1e-12) << name(c);
     } else {
       EXPECT_GE(r.bubble_fraction, analytic - 1e-12) << name(c);

@@ -303,9 +303,9 @@ TEST(OverlappedWindow, ReplayMatchesTheLiveOptimizerWithSkipsAndMissingGradients
   auto set_grads = [&](int step) {
     for (size_t i = 0; i < entries.size(); ++i) {
       // Parameter 3 gets no gradient in step 2 (an unused branch of the model).
-      entries[i].param.set_grad(i == 3 && step == 2 ? Tensor()
-                                                    : testing::randn(entries[i].param.shape(),
-                                                                     100 * step + i));
+      entries[i].param.set_grad(i == 3 && step == 2
+                                    ? Tensor()
+                                    : testing::randn(entries[i].param.shape(), 100 * step + i));
     }
   };
   for (int step = 0; step < 2; ++step) {
@@ -339,8 +339,8 @@ training {{ steps: 2 }}
 checkpoint {{ every_steps: 5 mode: "lazy" }}
 resume: "latest"
 )",
-                                                 dir_.string()),
-                                     "test");
+                                                   dir_.string()),
+                                       "test");
   const std::string message = [&] {
     try {
       validate(bad);

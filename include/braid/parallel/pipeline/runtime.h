@@ -27,7 +27,7 @@ struct StageCompute {
 };
 
 struct StepResult {
-  double loss_sum = 0;  // sum of the micro-batch losses (last stage; 0 elsewhere)
+  double loss_sum = 0;             // sum of the micro-batch losses (last stage; 0 elsewhere)
   std::vector<TraceEvent> events;  // this stage's compute actions, microseconds (if traced)
 };
 
@@ -47,8 +47,8 @@ class PipelineRuntime {
   const Schedule& schedule() const { return schedule_; }
 
  private:
-  StepResult run(const std::vector<Action>& actions, const StageCompute& compute,
-                 float loss_scale, bool trace);
+  StepResult run(const std::vector<Action>& actions, const StageCompute& compute, float loss_scale,
+                 bool trace);
   int tag(ActionKind data, int microbatch, int receiving_virtual_stage) const;
 
   Schedule schedule_;

@@ -17,7 +17,14 @@
 
 namespace braid::parallel::pipeline {
 
-enum class ActionKind { forward, backward, recv_activation, send_activation, recv_gradient, send_gradient };
+enum class ActionKind {
+  forward,
+  backward,
+  recv_activation,
+  send_activation,
+  recv_gradient,
+  send_gradient
+};
 
 struct Action {
   ActionKind kind;
