@@ -23,13 +23,8 @@ Mode mode_from_name(const std::string& name) {
 
 // One checkpoint in flight: the copied tensors and everything the manifests record.
 struct Checkpointer::Pending {
-  struct Entry {
-    std::string name;
-    Tensor values;  // a private copy: training may change the original right after save()
-    nn::ShardSpec shard;
-  };
   TrainingState state;
-  std::vector<Entry> entries;
+  std::vector<ShardEntry> entries;  // private copies: training changes the originals
   std::map<std::string, int64_t> param_steps;
   int64_t optimizer_steps = 0;
   bool writer = false;                          // data-parallel replica 0
@@ -90,12 +85,9 @@ void Checkpointer::save(const nn::Module& model, optim::Optimizer& optimizer,
   job->state = state;
   job->writer = grid_.coord("dp") == 0;
   job->optimizer_steps = optimizer.steps_taken();
-  // Tensor-parallel ranks hold identical copies of replicated parameters: rank 0 of tp
-  // writes them.
   std::set<std::string> not_mine = skip;
-  if (grid_.has_axis("tp") && grid_.coord("tp") != 0)
-    for (const auto& [name, spec] : model.shard_specs())
-      if (spec.is_whole()) not_mine.insert(name);
+  not_mine.merge(
+      whole_parameters_written_by_tp0(model, grid_.has_axis("tp") ? grid_.coord("tp") : 0));
   if (options_.mode == Mode::overlapped && options_.window > 1) {
     job->shards = model.shard_specs();
     job->skip = not_mine;
@@ -105,17 +97,9 @@ void Checkpointer::save(const nn::Module& model, optim::Optimizer& optimizer,
     return;
   }
   if (job->writer) {
-    const auto shards = model.shard_specs();
-    for (const auto& [name, param] : model.named_parameters())
-      if (!not_mine.count(name))
-        job->entries.push_back({"model/" + name, param.clone(), shards.at(name)});
-    for (size_t i = 0; i < optimizer.params().size(); ++i) {
-      const std::string& name = optimizer.params()[i].name;
-      if (not_mine.count(name)) continue;
-      job->param_steps[name] = optimizer.param_steps(i);
-      for (const auto& [state_name, t] : optimizer.param_state(i))
-        job->entries.push_back({"optim/" + name + "/" + state_name, t.clone(), shards.at(name)});
-    }
+    RankState mine = collect_rank_state(model, optimizer, not_mine, /*copy=*/true);
+    job->entries = std::move(mine.entries);
+    job->param_steps = std::move(mine.param_steps);
   }
   if (options_.mode == Mode::sync) {
     write_and_commit(job);
@@ -198,11 +182,7 @@ void Checkpointer::write_and_commit(const std::shared_ptr<Pending>& job) {
   }
   channel_->barrier()->wait();
 
-  if (job->writer) {
-    std::vector<ShardEntry> entries;
-    for (auto& e : job->entries) entries.push_back({e.name, e.values, e.shard});
-    write_rank_shard(tmp, rank, entries, job->param_steps, job->state.step);
-  }
+  if (job->writer) write_rank_shard(tmp, rank, job->entries, job->param_steps, job->state.step);
   channel_->barrier()->wait();
 
   if (rank == 0) {

@@ -6,6 +6,31 @@
 
 namespace braid::ckpt {
 
+RankState collect_rank_state(const nn::Module& model, optim::Optimizer& optimizer,
+                             const std::set<std::string>& skip, bool copy) {
+  RankState out;
+  const auto shards = model.shard_specs();
+  auto take = [copy](const Tensor& t) { return copy ? t.clone() : t; };
+  for (const auto& [name, param] : model.named_parameters())
+    if (!skip.count(name)) out.entries.push_back({"model/" + name, take(param), shards.at(name)});
+  for (size_t i = 0; i < optimizer.params().size(); ++i) {
+    const std::string& name = optimizer.params()[i].name;
+    if (skip.count(name)) continue;
+    out.param_steps[name] = optimizer.param_steps(i);
+    for (const auto& [state, t] : optimizer.param_state(i))
+      out.entries.push_back({"optim/" + name + "/" + state, take(t), shards.at(name)});
+  }
+  return out;
+}
+
+std::set<std::string> whole_parameters_written_by_tp0(const nn::Module& model, int tp_rank) {
+  std::set<std::string> names;
+  if (tp_rank == 0) return names;
+  for (const auto& [name, spec] : model.shard_specs())
+    if (spec.is_whole()) names.insert(name);
+  return names;
+}
+
 void write_rank_shard(const fs::path& folder, int rank, std::vector<ShardEntry>& entries,
                       const std::map<std::string, int64_t>& param_steps, int64_t step) {
   proto::RankManifest manifest;

@@ -3,11 +3,14 @@
 #pragma once
 
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
 #include "braid/core/tensor.h"
+#include "braid/nn/module.h"
 #include "braid/nn/shard_spec.h"
+#include "braid/optim/optimizer.h"
 #include "format.h"
 
 namespace braid::ckpt {
@@ -17,6 +20,20 @@ struct ShardEntry {
   Tensor values;     // dense after write_rank_shard
   nn::ShardSpec shard;
 };
+
+// What one rank writes of its model and optimizer: every parameter and its optimizer state
+// (with the update counts) except those named in `skip`, cloned when `copy` (training goes
+// on changing the originals while an asynchronous write runs).
+struct RankState {
+  std::vector<ShardEntry> entries;
+  std::map<std::string, int64_t> param_steps;
+};
+RankState collect_rank_state(const nn::Module& model, optim::Optimizer& optimizer,
+                             const std::set<std::string>& skip, bool copy);
+
+// The parameters rank `tp_rank` of a tensor-parallel group leaves to tp rank 0: those every tp
+// rank holds whole (so each value is written once).
+std::set<std::string> whole_parameters_written_by_tp0(const nn::Module& model, int tp_rank);
 
 // Writes rank `rank`'s data file and RankManifest into `folder`, each fsynced. `step` only
 // names the checkpoint for the fault-injection points.

@@ -38,9 +38,8 @@ void DataParallel::setup(nn::Module& model, optim::Optimizer& optimizer,
   for (const auto& entry : optimizer.params()) {
     auto shard = shards.find(entry.name);
     tp_sharded_.push_back(shard != shards.end() && !shard->second.is_whole());
-    auto copy = std::find_if(shared_.begin(), shared_.end(),
-                             [&](const SharedParameter& s) { return s.param.same(entry.param); });
-    counted_.push_back(copy == shared_.end() || copy->counted);
+    const SharedParameter* copy = find_shared(shared_, entry.param);
+    counted_.push_back(!copy || copy->counted);
     BRAID_CHECK(entry.param.dtype() == DType::f32 && entry.param.device().is_cpu(),
                 "data parallel handles f32 host parameters for now; '{}' is {} on {}", entry.name,
                 entry.param.str(), entry.param.device().str());

@@ -50,9 +50,8 @@ GradSquares grad_squares(const nn::Module& model, const std::vector<SharedParame
   for (const auto& [name, param] : model.named_parameters()) {
     const Tensor g = param.grad();
     if (!g.defined()) continue;
-    auto copy = std::find_if(shared.begin(), shared.end(),
-                             [&](const SharedParameter& s) { return s.param.same(param); });
-    if (copy != shared.end() && !copy->counted) continue;
+    const SharedParameter* copy = find_shared(shared, param);
+    if (copy && !copy->counted) continue;
     (shards.at(name).is_whole() ? squares.replicated : squares.sharded) += sum_of_squares(g);
   }
   return squares;
@@ -86,9 +85,15 @@ void Strategy::sum_shared_gradients() {
   }
 }
 
+const SharedParameter* find_shared(const std::vector<SharedParameter>& shared,
+                                   const Tensor& param) {
+  for (const SharedParameter& s : shared)
+    if (s.param.same(param)) return &s;
+  return nullptr;
+}
+
 bool Strategy::is_shared(const Tensor& param) const {
-  return std::any_of(shared_.begin(), shared_.end(),
-                     [&](const SharedParameter& s) { return s.param.same(param); });
+  return find_shared(shared_, param) != nullptr;
 }
 
 void Strategy::step(float lr, float grad_scale) {

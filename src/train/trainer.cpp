@@ -48,15 +48,13 @@ std::unique_ptr<data::Tokenizer> load_tokenizer(const TrainConfig& config) {
 namespace {
 
 // Elements of the whole single-process model: this stage's global parameter sizes (tensor
-// shards count whole), minus shared copies counted elsewhere, summed over pipeline stages.
-int64_t model_parameters(const nn::Gpt& model, const std::vector<parallel::SharedParameter>& shared,
+// shards count whole), minus the copies another stage holds (`elsewhere`), summed over
+// pipeline stages.
+int64_t model_parameters(const nn::Gpt& model, const std::set<std::string>& elsewhere,
                          const dist::ParallelGrid& grid) {
   double n = static_cast<double>(model.num_global_parameters());
-  const auto specs = model.shard_specs();
-  for (const auto& s : shared)
-    if (!s.counted)
-      for (const auto& [name, p] : model.named_parameters())
-        if (p.same(s.param)) n -= static_cast<double>(shape_numel(specs.at(name).global_shape));
+  for (const auto& [name, spec] : model.shard_specs())
+    if (elsewhere.count(name)) n -= static_cast<double>(shape_numel(spec.global_shape));
   if (grid.size("pp") > 1) {
     Tensor total = Tensor::full({1}, static_cast<float>(n));
     grid.group("pp")->all_reduce(total, dist::ReduceOp::sum)->wait();
@@ -100,10 +98,10 @@ Trainer::Trainer(TrainConfig config, dist::ProcessGroupPtr world) : config_(std:
   if (pipeline_) shared = pipeline_->shared_parameters(*model_);
   strategy_->share_parameters(shared);
   strategy_->setup(*model_, *optimizer_, *grid_);
-  for (const auto& s : shared)
-    if (!s.counted)
-      for (const auto& [name, p] : model_->named_parameters())
-        if (p.same(s.param)) not_saved_here_.insert(name);
+  for (const auto& [name, p] : model_->named_parameters()) {
+    const parallel::SharedParameter* copy = parallel::find_shared(shared, p);
+    if (copy && !copy->counted) not_saved_here_.insert(name);
+  }
 
   data::SamplerConfig sc;
   sc.batch_size = tr.batch_size();
@@ -139,7 +137,7 @@ Trainer::Trainer(TrainConfig config, dist::ProcessGroupPtr world) : config_(std:
   }
 
   peak_flops_ = measure_cpu_peak_flops();
-  const int64_t parameters = model_parameters(*model_, shared, *grid_);  // collective
+  const int64_t parameters = model_parameters(*model_, not_saved_here_, *grid_);  // collective
   flops_per_token_ = nn::training_flops_per_token(model_->config(), parameters, tr.seq_len());
   if (!is_lead()) return;
   log().info("model: {} layers, {} heads, width {}, vocab {} (padded {}), {:.2f}M parameters",

@@ -115,27 +115,14 @@ int run_convert(const std::vector<std::string>& args) {
            static_cast<float>(o.eps())},
           static_cast<float>(o.momentum()));
       ckpt::load_checkpoint(source.folder.string(), model, *optimizer, layout, {true, false});
-      // What this rank writes: as the Checkpointer decides (tp rank 0 writes what every tp
-      // rank holds whole; the first stage writes the tied embedding).
-      const auto shards = model.shard_specs();
-      std::set<std::string> not_mine;
-      for (const auto& [name, spec] : shards)
-        if ((t != 0 && spec.is_whole()) || (!part.embeddings && name == "wte.weight"))
-          not_mine.insert(name);
-      std::vector<ckpt::ShardEntry> entries;
-      for (const auto& [name, param] : model.named_parameters())
-        if (!not_mine.count(name)) entries.push_back({"model/" + name, param, shards.at(name)});
-      std::map<std::string, int64_t> steps;
-      for (size_t i = 0; i < optimizer->params().size(); ++i) {
-        const std::string& name = optimizer->params()[i].name;
-        if (not_mine.count(name)) continue;
-        steps[name] = optimizer->param_steps(i);
-        for (const auto& [state, tensor] : optimizer->param_state(i))
-          entries.push_back({"optim/" + name + "/" + state, tensor, shards.at(name)});
-      }
+      // What this rank writes, as the Checkpointer decides: tp rank 0 writes what every tp
+      // rank holds whole, and the first stage writes the tied embedding.
+      std::set<std::string> not_mine = ckpt::whole_parameters_written_by_tp0(model, t);
+      if (!part.embeddings && model.wte) not_mine.insert("wte.weight");
+      ckpt::RankState mine = ckpt::collect_rank_state(model, *optimizer, not_mine, false);
       // World rank of (tp t, dp 0, pp stage) in the grid's order tp, cp, dp, pp.
       const int rank = t + tp * dp * stage;
-      ckpt::write_rank_shard(tmp, rank, entries, steps, source.manifest.step());
+      ckpt::write_rank_shard(tmp, rank, mine.entries, mine.param_steps, source.manifest.step());
       ++writers;
     }
   }

@@ -39,6 +39,9 @@ struct SharedParameter {
   bool counted = true;
 };
 
+// The entry of `shared` holding `param`, or null.
+const SharedParameter* find_shared(const std::vector<SharedParameter>& shared, const Tensor& param);
+
 class Strategy {
  public:
   virtual ~Strategy() = default;
