@@ -94,6 +94,57 @@ void ShardSpec::place(const Tensor& local, Tensor& global) const {
   box.copy_(local.contiguous().reshape(sizes));
 }
 
+namespace {
+
+// Appends the boxes covering row-major elements [begin, end) of the part of `box` whose dims
+// before `dim` are fixed at `offsets` (one index each) and whose later dims are whole.
+void cover(const ShardSpec& box, size_t dim, Shape offsets, int64_t begin, int64_t end,
+           std::vector<ShardSpec>& out) {
+  const size_t dims = box.sizes.size();
+  int64_t inner = 1;  // elements in one index of `dim`
+  for (size_t k = dim + 1; k < dims; ++k) inner *= box.sizes[k];
+  auto rows = [&](int64_t first, int64_t count) {
+    ShardSpec s;
+    s.global_shape = box.global_shape;
+    s.block_shape = box.block_shape;
+    s.offsets = offsets;
+    s.sizes = Shape(dims, 1);
+    s.offsets[dim] = box.offsets[dim] + first;
+    s.sizes[dim] = count;
+    for (size_t k = dim + 1; k < dims; ++k) {
+      s.offsets[k] = box.offsets[k];
+      s.sizes[k] = box.sizes[k];
+    }
+    s.local_shape = {s.local_numel()};
+    out.push_back(std::move(s));
+  };
+  auto partial_row = [&](int64_t row, int64_t from, int64_t to) {
+    offsets[dim] = box.offsets[dim] + row;
+    cover(box, dim + 1, offsets, from - row * inner, to - row * inner, out);
+  };
+  const int64_t first_whole = (begin + inner - 1) / inner, end_whole = end / inner;
+  if (first_whole > end_whole) {  // inside one row, touching neither of its ends
+    partial_row(begin / inner, begin, end);
+    return;
+  }
+  if (begin % inner != 0) partial_row(begin / inner, begin, first_whole * inner);
+  if (end_whole > first_whole) rows(first_whole, end_whole - first_whole);
+  if (end % inner != 0) partial_row(end_whole, end_whole * inner, end);
+}
+
+}  // namespace
+
+std::vector<ShardSpec> ShardSpec::pieces(int64_t begin, int64_t length) const {
+  BRAID_CHECK(begin >= 0 && length >= 0 && begin + length <= local_numel(),
+              "elements [{}, {}) are not inside shard {} of {} elements", begin, begin + length,
+              str(), local_numel());
+  std::vector<ShardSpec> out;
+  if (length == 0) return out;
+  if (begin == 0 && length == local_numel()) return {*this};
+  cover(*this, 0, Shape(sizes.size(), 0), begin, begin + length, out);
+  return out;
+}
+
 std::string ShardSpec::str() const {
   std::string out = "[";
   for (size_t d = 0; d < block_shape.size(); ++d) {

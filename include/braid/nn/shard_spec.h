@@ -8,6 +8,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "braid/core/tensor.h"
 
@@ -29,6 +30,11 @@ struct ShardSpec {
   // Dim `dim` of `global` holds `groups` equal groups (the [q | k | v] of a fused weight);
   // each group is cut into `parts` pieces and the shard is piece `index` of every group.
   static ShardSpec split_groups(const Shape& global, int dim, int groups, int parts, int index);
+
+  // The local elements [begin, begin + length) in row-major order, as boxes of the same
+  // block view (at most 2 * dims - 1 of them, in order): a flat range of a shard, such as a
+  // ZeRO-1 chunk, stored like any other slice.
+  std::vector<ShardSpec> pieces(int64_t begin, int64_t length) const;
 
   bool is_whole() const { return offsets == Shape(offsets.size(), 0) && sizes == block_shape; }
   int64_t local_numel() const;
