@@ -27,8 +27,8 @@ struct Checkpointer::Pending {
   std::vector<ShardEntry> entries;  // private copies: training changes the originals
   std::map<std::string, int64_t> param_steps;
   int64_t optimizer_steps = 0;
-  bool writer = false;                          // data-parallel replica 0
-  std::map<std::string, nn::ShardSpec> shards;  // overlapped: captured at the request
+  // Overlapped: captured at the request, for the entries written when the window closes.
+  std::map<std::string, nn::ShardSpec> specs;
   std::set<std::string> skip;
 };
 
@@ -62,8 +62,9 @@ void Checkpointer::wait() {
   }
 }
 
-void Checkpointer::save(const nn::Module& model, optim::Optimizer& optimizer,
-                        const TrainingState& state, const std::set<std::string>& skip) {
+void Checkpointer::save(const nn::Module& model, const optim::Optimizer& optimizer,
+                        const optim::OwnedState& owned, const TrainingState& state,
+                        const std::set<std::string>& skip) {
   if (window_open()) {
     log().info(
         "checkpoint request at step {} skipped: the overlapped checkpoint window is "
@@ -83,24 +84,31 @@ void Checkpointer::save(const nn::Module& model, optim::Optimizer& optimizer,
   autograd::NoGradGuard no_grad;
   auto job = std::make_shared<Pending>();
   job->state = state;
-  job->writer = grid_.coord("dp") == 0;
-  job->optimizer_steps = optimizer.steps_taken();
+  job->optimizer_steps = owned.steps_taken;
   std::set<std::string> not_mine = skip;
   not_mine.merge(
       whole_parameters_written_by_tp0(model, grid_.has_axis("tp") ? grid_.coord("tp") : 0));
+  const std::vector<optim::StateShard> shards = shards_to_write(owned, not_mine);
+  // Parameters no optimizer updates are replicated like the rest: replica 0 writes them.
+  const bool owns_unoptimized = grid_.coord("dp") == 0;
   if (options_.mode == Mode::overlapped && options_.window > 1) {
-    job->shards = model.shard_specs();
+    const auto* adamw = dynamic_cast<const optim::AdamW*>(&optimizer);
+    BRAID_CHECK(adamw != nullptr,
+                "overlapped checkpoints replay AdamW; this optimizer is not AdamW (use "
+                "checkpoint.mode async)");
+    // Unoptimized parameters never change: copied now, written with the window's state.
+    if (owns_unoptimized) job->entries = unoptimized_entries(model, optimizer, not_mine, true);
+    job->specs = model.shard_specs();
     job->skip = not_mine;
     window_job_ = job;
     window_steps_left_ = options_.window - 1;
-    if (job->writer) window_ = std::make_unique<OverlappedWindow>(optimizer, options_.window);
+    window_ = std::make_unique<OverlappedWindow>(adamw->options(), shards, options_.window);
     return;
   }
-  if (job->writer) {
-    RankState mine = collect_rank_state(model, optimizer, not_mine, /*copy=*/true);
-    job->entries = std::move(mine.entries);
-    job->param_steps = std::move(mine.param_steps);
-  }
+  RankState mine =
+      collect_rank_state(model, optimizer, shards, not_mine, /*copy=*/true, owns_unoptimized);
+  job->entries = std::move(mine.entries);
+  job->param_steps = std::move(mine.param_steps);
   if (options_.mode == Mode::sync) {
     write_and_commit(job);
     return;
@@ -118,8 +126,9 @@ void Checkpointer::start_writer(std::shared_ptr<Pending> job) {
   });
 }
 
-void Checkpointer::save_now(const nn::Module& model, optim::Optimizer& optimizer,
-                            const TrainingState& state, const std::set<std::string>& skip) {
+void Checkpointer::save_now(const nn::Module& model, const optim::Optimizer& optimizer,
+                            const optim::OwnedState& owned, const TrainingState& state,
+                            const std::set<std::string>& skip) {
   if (window_open())
     log().info("overlapped checkpoint window abandoned at step {}: saving the final state now",
                state.step);
@@ -128,44 +137,46 @@ void Checkpointer::save_now(const nn::Module& model, optim::Optimizer& optimizer
   window_steps_left_ = 0;
   const Mode mode = options_.mode;
   if (mode == Mode::overlapped) options_.mode = Mode::async;
-  save(model, optimizer, state, skip);
+  save(model, optimizer, owned, state, skip);
   options_.mode = mode;
 }
 
-void Checkpointer::before_update(const optim::Optimizer& optimizer, float lr, float grad_scale,
+void Checkpointer::before_update(const optim::OwnedState& owned, float lr, float grad_scale,
                                  bool skipped) {
-  if (window_) window_->before_update(optimizer, lr, grad_scale, skipped);
+  if (window_)
+    window_->before_update(shards_to_write(owned, window_job_->skip), lr, grad_scale, skipped);
 }
 
-void Checkpointer::after_update(optim::Optimizer& optimizer,
+void Checkpointer::after_update(const optim::OwnedState& owned,
                                 const std::function<TrainingState()>& state) {
   if (!window_open()) return;
   const int rank = grid_.world()->rank();
   const int64_t landing = window_job_->state.step + options_.window - 1;
   crash_if_requested(window_steps_left_ == 1 ? "replay" : "window", landing, rank);
-  const bool copied = window_ ? window_->after_update(optimizer) : true;
+  const std::vector<optim::StateShard> shards = shards_to_write(owned, window_job_->skip);
+  const bool copied = window_->after_update(shards);
   if (--window_steps_left_ > 0) return;
   BRAID_CHECK(copied, "overlapped checkpoint window ended before its last block was copied");
-  finish_window(optimizer, state());
+  finish_window(shards, owned.steps_taken, state());
 }
 
-void Checkpointer::finish_window(optim::Optimizer& optimizer, const TrainingState& state) {
+void Checkpointer::finish_window(const std::vector<optim::StateShard>& shards,
+                                 int64_t optimizer_steps, const TrainingState& state) {
   std::shared_ptr<Pending> job = std::move(window_job_);
   job->state = state;
-  job->optimizer_steps = optimizer.steps_taken();
-  if (window_) {
-    const auto& copies = window_->copies();
-    for (size_t i = 0; i < copies.size(); ++i) {
-      const std::string& name = optimizer.params()[i].name;
-      if (job->skip.count(name)) continue;
-      const nn::ShardSpec& shard = job->shards.at(name);
-      job->entries.push_back({"model/" + name, copies[i].param, shard});
-      job->entries.push_back({"optim/" + name + "/exp_avg", copies[i].exp_avg, shard});
-      job->entries.push_back({"optim/" + name + "/exp_avg_sq", copies[i].exp_avg_sq, shard});
-      job->param_steps[name] = copies[i].steps;
-    }
-    window_.reset();
+  job->optimizer_steps = optimizer_steps;
+  // The window's copies in place of the live tensors, cut into boxes like any save.
+  std::vector<optim::StateShard> copied = shards;
+  const auto& copies = window_->copies();
+  for (size_t i = 0; i < copied.size(); ++i) {
+    copied[i].value = copies[i].value;
+    copied[i].state = {{"exp_avg", copies[i].exp_avg}, {"exp_avg_sq", copies[i].exp_avg_sq}};
+    copied[i].steps = copies[i].steps;
   }
+  window_.reset();
+  RankState mine = shard_entries(job->specs, copied, /*copy=*/false);
+  for (ShardEntry& e : mine.entries) job->entries.push_back(std::move(e));
+  job->param_steps = std::move(mine.param_steps);
   if (writer_.joinable()) wait();
   start_writer(job);
 }
@@ -182,7 +193,11 @@ void Checkpointer::write_and_commit(const std::shared_ptr<Pending>& job) {
   }
   channel_->barrier()->wait();
 
-  if (job->writer) write_rank_shard(tmp, rank, job->entries, job->param_steps, job->state.step);
+  // How many ranks write is fixed by the strategy, but only each rank knows its part.
+  const bool writes = !job->entries.empty();
+  Tensor writers = Tensor::full({1}, writes ? 1.0f : 0.0f);
+  channel_->all_reduce(writers, dist::ReduceOp::sum)->wait();
+  if (writes) write_rank_shard(tmp, rank, job->entries, job->param_steps, job->state.step);
   channel_->barrier()->wait();
 
   if (rank == 0) {
@@ -200,8 +215,7 @@ void Checkpointer::write_and_commit(const std::shared_ptr<Pending>& job) {
     global.set_created_unix(std::chrono::duration_cast<std::chrono::seconds>(
                                 std::chrono::system_clock::now().time_since_epoch())
                                 .count());
-    commit_checkpoint(dir, tmp, std::move(global), grid_.world()->size() / grid_.size("dp"),
-                      options_.keep);
+    commit_checkpoint(dir, tmp, std::move(global), static_cast<int>(writers.item()), options_.keep);
   }
   channel_->barrier()->wait();
 }

@@ -1,70 +1,90 @@
 // OverlappedWindow: block copies spread over K steps and the exact host-side AdamW replay.
 #include "braid/ckpt/overlapped_window.h"
 
+#include <algorithm>
+
 #include "braid/autograd/grad_mode.h"
 #include "braid/ops/kernel_registry.h"
 #include "braid/ops/kernel_signatures.h"
 
 namespace braid::ckpt {
+namespace {
 
-OverlappedWindow::OverlappedWindow(optim::Optimizer& optimizer, int blocks) : blocks_(blocks) {
-  auto* adamw = dynamic_cast<optim::AdamW*>(&optimizer);
-  BRAID_CHECK(adamw != nullptr,
-              "overlapped checkpoints replay AdamW; this optimizer is not AdamW (use "
-              "checkpoint.mode async)");
+// The AdamW moments of a shard, by name (the order of param_state is not relied on).
+const Tensor& state_named(const optim::StateShard& shard, const std::string& name) {
+  for (const auto& [state, t] : shard.state)
+    if (state == name) return t;
+  BRAID_FAIL(
+      "overlapped checkpoints replay AdamW, but parameter '{}' has no '{}' state (is the "
+      "optimizer AdamW? use checkpoint.mode async otherwise)",
+      shard.name, name);
+}
+
+}  // namespace
+
+OverlappedWindow::OverlappedWindow(const optim::AdamWOptions& adamw,
+                                   const std::vector<optim::StateShard>& shards, int blocks)
+    : blocks_(blocks), adamw_(adamw) {
   BRAID_CHECK(blocks >= 1, "checkpoint.window must be >= 1, got {}", blocks);
-  adamw_ = adamw->options();
-  const auto& params = optimizer.params();
-  // Greedy balance: each parameter joins the lightest block, largest parameters first.
-  std::vector<size_t> order(params.size());
+  // Greedy balance: each shard joins the lightest block, largest shards first.
+  std::vector<size_t> order(shards.size());
   for (size_t i = 0; i < order.size(); ++i) order[i] = i;
-  std::sort(order.begin(), order.end(),
-            [&](size_t a, size_t b) { return params[a].param.numel() > params[b].param.numel(); });
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return shards[a].length > shards[b].length; });
   std::vector<int64_t> load(blocks, 0);
-  block_of_.assign(params.size(), 0);
+  block_of_.assign(shards.size(), 0);
   for (size_t i : order) {
     const int lightest =
         static_cast<int>(std::min_element(load.begin(), load.end()) - load.begin());
     block_of_[i] = lightest;
-    load[lightest] += params[i].param.numel();
+    load[lightest] += shards[i].length;
   }
-  for (const auto& p : params) weight_decay_.push_back(p.weight_decay);
-  copies_.resize(params.size());
-  copy_block(optimizer, 0);
+  for (const auto& s : shards) weight_decay_.push_back(s.weight_decay);
+  copies_.resize(shards.size());
+  copy_block(shards, 0);
 }
 
-void OverlappedWindow::copy_block(optim::Optimizer& optimizer, int block) {
+void OverlappedWindow::check_same(const std::vector<optim::StateShard>& shards) const {
+  BRAID_CHECK(shards.size() == copies_.size(),
+              "overlapped checkpoint window: {} shards now, {} when it opened (the owned state "
+              "must not change while a window is open)",
+              shards.size(), copies_.size());
+}
+
+void OverlappedWindow::copy_block(const std::vector<optim::StateShard>& shards, int block) {
+  check_same(shards);
   autograd::NoGradGuard no_grad;
   for (size_t i = 0; i < copies_.size(); ++i) {
     if (block_of_[i] != block) continue;
-    ParamCopy& c = copies_[i];
-    c.param = optimizer.params()[i].param.clone();
-    const auto state = optimizer.param_state(i);  // AdamW: exp_avg, exp_avg_sq
-    c.exp_avg = state.at(0).second.clone();
-    c.exp_avg_sq = state.at(1).second.clone();
-    c.steps = optimizer.param_steps(i);
-    bytes_copied_ += 3 * static_cast<int64_t>(c.param.nbytes());
+    const optim::StateShard& s = shards[i];
+    ShardCopy& c = copies_[i];
+    c.value = s.value.clone();
+    c.exp_avg = state_named(s, "exp_avg").clone();
+    c.exp_avg_sq = state_named(s, "exp_avg_sq").clone();
+    c.steps = s.steps;
+    bytes_copied_ += 3 * static_cast<int64_t>(c.value.nbytes());
   }
   copied_ = block + 1;
 }
 
-void OverlappedWindow::before_update(const optim::Optimizer& optimizer, float lr, float grad_scale,
-                                     bool skipped) {
+void OverlappedWindow::before_update(const std::vector<optim::StateShard>& shards, float lr,
+                                     float grad_scale, bool skipped) {
+  check_same(shards);
   Update u{lr, grad_scale, skipped, copied_, std::vector<Tensor>(copies_.size())};
   if (!skipped) {
     for (size_t i = 0; i < copies_.size(); ++i) {
       if (block_of_[i] >= copied_) continue;
-      const Tensor g = optimizer.params()[i].param.grad();
-      if (!g.defined()) continue;  // the live update leaves this parameter alone too
-      u.grads[i] = g.contiguous().clone();
+      const Tensor& g = shards[i].grad;
+      if (!g.defined()) continue;  // the live update leaves this shard alone too
+      u.grads[i] = g.clone();
       bytes_copied_ += static_cast<int64_t>(g.nbytes());
     }
   }
   updates_.push_back(std::move(u));
 }
 
-bool OverlappedWindow::after_update(optim::Optimizer& optimizer) {
-  if (copied_ < blocks_) copy_block(optimizer, copied_);
+bool OverlappedWindow::after_update(const std::vector<optim::StateShard>& shards) {
+  if (copied_ < blocks_) copy_block(shards, copied_);
   if (copied_ < blocks_) return false;
   replay();
   return true;
@@ -78,10 +98,10 @@ void OverlappedWindow::replay() {
     if (u.skipped) continue;
     for (size_t i = 0; i < copies_.size(); ++i) {
       if (block_of_[i] >= u.first_block || !u.grads[i].defined()) continue;
-      ParamCopy& c = copies_[i];
+      ShardCopy& c = copies_[i];
       const ops::AdamWHyper hyper{u.lr,       adamw_.beta1,     adamw_.beta2,
                                   adamw_.eps, weight_decay_[i], ++c.steps};
-      adamw(c.param, u.grads[i], c.exp_avg, c.exp_avg_sq, hyper, u.grad_scale);
+      adamw(c.value, u.grads[i], c.exp_avg, c.exp_avg_sq, hyper, u.grad_scale);
     }
   }
   updates_.clear();

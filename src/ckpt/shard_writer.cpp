@@ -6,20 +6,56 @@
 
 namespace braid::ckpt {
 
-RankState collect_rank_state(const nn::Module& model, optim::Optimizer& optimizer,
-                             const std::set<std::string>& skip, bool copy) {
+RankState shard_entries(const std::map<std::string, nn::ShardSpec>& specs,
+                        const std::vector<optim::StateShard>& shards, bool copy) {
   RankState out;
-  const auto shards = model.shard_specs();
-  auto take = [copy](const Tensor& t) { return copy ? t.clone() : t; };
-  for (const auto& [name, param] : model.named_parameters())
-    if (!skip.count(name)) out.entries.push_back({"model/" + name, take(param), shards.at(name)});
-  for (size_t i = 0; i < optimizer.params().size(); ++i) {
-    const std::string& name = optimizer.params()[i].name;
-    if (skip.count(name)) continue;
-    out.param_steps[name] = optimizer.param_steps(i);
-    for (const auto& [state, t] : optimizer.param_state(i))
-      out.entries.push_back({"optim/" + name + "/" + state, take(t), shards.at(name)});
+  // A flat range of a tensor, one entry per box it covers.
+  auto add = [&](const std::string& key, const Tensor& flat,
+                 const std::vector<nn::ShardSpec>& boxes) {
+    int64_t offset = 0;
+    for (const nn::ShardSpec& box : boxes) {
+      const Tensor part = flat.narrow(0, offset, box.local_numel());
+      out.entries.push_back({key, copy ? part.clone() : part, box});
+      offset += box.local_numel();
+    }
+  };
+  for (const optim::StateShard& shard : shards) {
+    const std::vector<nn::ShardSpec> boxes = specs.at(shard.name).pieces(shard.begin, shard.length);
+    add("model/" + shard.name, shard.value, boxes);
+    for (const auto& [state, t] : shard.state) add("optim/" + shard.name + "/" + state, t, boxes);
+    out.param_steps[shard.name] = shard.steps;
   }
+  return out;
+}
+
+std::vector<ShardEntry> unoptimized_entries(const nn::Module& model,
+                                            const optim::Optimizer& optimizer,
+                                            const std::set<std::string>& skip, bool copy) {
+  std::set<std::string> optimized;
+  for (const auto& e : optimizer.params()) optimized.insert(e.name);
+  const auto specs = model.shard_specs();
+  std::vector<ShardEntry> out;
+  for (const auto& [name, param] : model.named_parameters())
+    if (!optimized.count(name) && !skip.count(name))
+      out.push_back({"model/" + name, copy ? param.clone() : param, specs.at(name)});
+  return out;
+}
+
+RankState collect_rank_state(const nn::Module& model, const optim::Optimizer& optimizer,
+                             const std::vector<optim::StateShard>& shards,
+                             const std::set<std::string>& skip, bool copy, bool with_unoptimized) {
+  RankState out = shard_entries(model.shard_specs(), shards, copy);
+  if (with_unoptimized)
+    for (ShardEntry& e : unoptimized_entries(model, optimizer, skip, copy))
+      out.entries.push_back(std::move(e));
+  return out;
+}
+
+std::vector<optim::StateShard> shards_to_write(const optim::OwnedState& owned,
+                                               const std::set<std::string>& skip) {
+  std::vector<optim::StateShard> out;
+  for (const optim::StateShard& s : owned.shards)
+    if (!skip.count(s.name)) out.push_back(s);
   return out;
 }
 

@@ -11,6 +11,7 @@
 #include "braid/nn/module.h"
 #include "braid/nn/shard_spec.h"
 #include "braid/optim/optimizer.h"
+#include "braid/optim/owned_state.h"
 #include "format.h"
 
 namespace braid::ckpt {
@@ -21,15 +22,30 @@ struct ShardEntry {
   nn::ShardSpec shard;
 };
 
-// What one rank writes of its model and optimizer: every parameter and its optimizer state
-// (with the update counts) except those named in `skip`, cloned when `copy` (training goes
-// on changing the originals while an asynchronous write runs).
+// The shards of `owned` whose parameter is not in `skip` (written by another rank), in order.
+std::vector<optim::StateShard> shards_to_write(const optim::OwnedState& owned,
+                                               const std::set<std::string>& skip);
+
+// What one rank writes: entries plus the update counts of its parameters.
 struct RankState {
   std::vector<ShardEntry> entries;
   std::map<std::string, int64_t> param_steps;
 };
-RankState collect_rank_state(const nn::Module& model, optim::Optimizer& optimizer,
-                             const std::set<std::string>& skip, bool copy);
+// The parameters and optimizer state of `shards` (from shards_to_write), each as the boxes of
+// the global tensor its flat range covers (`specs`: the model's shard specs). Values are
+// cloned when `copy` (training goes on changing the originals while an asynchronous write
+// runs).
+RankState shard_entries(const std::map<std::string, nn::ShardSpec>& specs,
+                        const std::vector<optim::StateShard>& shards, bool copy);
+// The model's parameters no optimizer updates (whole), except those in `skip`.
+std::vector<ShardEntry> unoptimized_entries(const nn::Module& model,
+                                            const optim::Optimizer& optimizer,
+                                            const std::set<std::string>& skip, bool copy);
+// Both of the above: everything a rank writes; `with_unoptimized` on the rank that owns the
+// unoptimized parameters (data-parallel rank 0).
+RankState collect_rank_state(const nn::Module& model, const optim::Optimizer& optimizer,
+                             const std::vector<optim::StateShard>& shards,
+                             const std::set<std::string>& skip, bool copy, bool with_unoptimized);
 
 // The parameters rank `tp_rank` of a tensor-parallel group leaves to tp rank 0: those every tp
 // rank holds whole (so each value is written once).

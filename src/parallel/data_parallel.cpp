@@ -203,6 +203,28 @@ double DataParallel::reduce_metric(double value) {
   return t.item();
 }
 
+optim::OwnedState DataParallel::owned_state(optim::Optimizer& optimizer) {
+  if (!options_.zero1) return Strategy::owned_state(optimizer);
+  optim::OwnedState out;
+  out.steps_taken = step_;
+  for (const Segment& s : segments_) {
+    optim::StateShard shard;
+    shard.name = optimizer.params()[s.param].name;
+    shard.param = s.param;
+    shard.begin = s.flat_begin - param_offset_[s.param];
+    shard.length = s.length;
+    shard.value = flat_params_.narrow(0, s.flat_begin, s.length);
+    shard.state = {{"exp_avg", exp_avg_.narrow(0, s.shard_begin, s.length)},
+                   {"exp_avg_sq", exp_avg_sq_.narrow(0, s.shard_begin, s.length)}};
+    // step() updates every segment from the reduced chunk, with or without a local gradient.
+    shard.grad = shard_grads_.narrow(0, s.shard_begin, s.length);
+    shard.weight_decay = weight_decay_[s.param];
+    shard.steps = step_;
+    out.shards.push_back(std::move(shard));
+  }
+  return out;
+}
+
 void DataParallel::gather_optimizer_state(optim::Optimizer& optimizer) {
   if (!options_.zero1) return;
   autograd::NoGradGuard no_grad;
@@ -241,6 +263,8 @@ void DataParallel::scatter_optimizer_state(optim::Optimizer& optimizer) {
             state.at(1).second.reshape({state.at(1).second.numel()}).narrow(0, within, s.length));
   }
   step_ = optimizer.steps_taken();
+  // The whole moments the load filled are no longer needed: ZeRO-1 keeps only its chunks.
+  optimizer.release_state();
 }
 
 std::map<std::string, Tensor> DataParallel::state() const {

@@ -96,6 +96,12 @@ bool Strategy::is_shared(const Tensor& param) const {
   return find_shared(shared_, param) != nullptr;
 }
 
+optim::OwnedState Strategy::owned_state(optim::Optimizer& optimizer) {
+  if (grid_ != nullptr && grid_->has_axis("dp") && grid_->coord("dp") != 0)
+    return {{}, optimizer.steps_taken()};
+  return optim::whole_parameters(optimizer);
+}
+
 void Strategy::step(float lr, float grad_scale) {
   optimizer_->step(lr, grad_scale);
 }

@@ -729,9 +729,6 @@ std::vector<std::string> find_problems(const TrainConfig& cfg) {
            "needs checkpoint.dir (where to write them)");
   c.expect(cfg.proto.resume() != "latest" || !k.dir().empty(), "resume",
            "needs checkpoint.dir (where to look for the latest checkpoint)");
-  c.expect(k.mode() != "overlapped" || p.strategy() != "zero1", "checkpoint.mode",
-           "overlapped replays the optimizer's own state, which zero1 shards inside the "
-           "strategy; use async with zero1");
   return c.problems_;
 }
 

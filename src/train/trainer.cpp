@@ -196,10 +196,14 @@ StepMetrics Trainer::train_step() {
                clip.norm);
   }
   // An overlapped checkpoint records exactly what this update uses.
-  if (checkpointer_) checkpointer_->before_update(*optimizer_, m.lr, clip.scale, m.skipped);
+  const bool window = checkpointer_ && checkpointer_->window_open();
+  if (window)
+    checkpointer_->before_update(strategy_->owned_state(*optimizer_), m.lr, clip.scale, m.skipped);
   if (!m.skipped) strategy_->step(m.lr, clip.scale);
   ++step_;
-  if (checkpointer_) checkpointer_->after_update(*optimizer_, [this] { return training_state(); });
+  if (window)
+    checkpointer_->after_update(strategy_->owned_state(*optimizer_),
+                                [this] { return training_state(); });
   m.step_ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   m.tokens_per_s = static_cast<double>(tokens) / (m.step_ms / 1e3);
@@ -237,11 +241,12 @@ ckpt::TrainingState Trainer::training_state() const {
 
 void Trainer::save_checkpoint(bool now) {
   BRAID_CHECK(checkpointer_, "save_checkpoint needs checkpoint.dir in the config");
-  strategy_->gather_optimizer_state(*optimizer_);
+  // Each rank writes what it owns: under ZeRO-1 its chunks, nothing gathered.
+  const optim::OwnedState owned = strategy_->owned_state(*optimizer_);
   if (now) {
-    checkpointer_->save_now(*model_, *optimizer_, training_state(), not_saved_here_);
+    checkpointer_->save_now(*model_, *optimizer_, owned, training_state(), not_saved_here_);
   } else {
-    checkpointer_->save(*model_, *optimizer_, training_state(), not_saved_here_);
+    checkpointer_->save(*model_, *optimizer_, owned, training_state(), not_saved_here_);
   }
 }
 

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Checkpoint fault trials: each trial trains with checkpoints under a random layout (1, 2 or 4
 # ranks; data, tensor and pipeline parallel) and is killed (SIGKILL, one rank or all) at a
-# random point of the protocol, or hits an injected full disk; afterwards the newest
-# committed checkpoint must load (resharded into another random layout), verify its
-# checksums and resume, and no partial one may ever load.
+# random point of the protocol, or hits an injected full disk. With data parallelism the
+# optimizer state is replicated or, at random, sharded (zero1: every rank writes its chunks).
+# Afterwards the newest committed checkpoint must load (resharded into another random
+# layout), verify its checksums and resume, and no partial one may ever load.
 #   tests/dist/checkpoint_faults.sh BUILD_DIR [trials (default 50)] [seed (default 1)]
 # CI runs 50 trials; `tests/dist/checkpoint_faults.sh build 200` is the long version.
 set -uo pipefail
@@ -38,12 +39,15 @@ for trial in $(seq 1 "$trials"); do
   step=$(((RANDOM % 3 + 1) * 2))  # checkpoints are requested at steps 2, 4, 6
   # An overlapped window opened at step s lands (and is written) at s + 2 (window 3).
   [ "$mode" = overlapped ] && step=$((step + 2))
+  strategy=auto
+  [ $((np / (tp * pp))) -gt 1 ] && [ $((RANDOM % 2)) -eq 1 ] && strategy=zero1
   target=$((RANDOM % (np + 1) - 1))  # -1: every rank
   ckpt=$work/ckpt_$trial
   fault="$point:$step"
   [ "$target" -ge 0 ] && fault="$fault:$target"
   out=$(BRAID_CKPT_FAULT=$fault BRAID_COLLECTIVE_TIMEOUT_S=10 \
-        run "$np" --dir "$ckpt" --data "$work/data" --mode "$mode" --tp "$tp" --pp "$pp" 2>&1)
+        run "$np" --dir "$ckpt" --data "$work/data" --mode "$mode" --tp "$tp" --pp "$pp" \
+          --strategy "$strategy" 2>&1)
   status=$?
   if [ "$point" = enospc ] && ! grep -q "No space left on device" <<<"$out"; then
     echo "trial $trial ($fault, $mode): the full disk was not reported: $out"
@@ -53,14 +57,14 @@ for trial in $(seq 1 "$trials"); do
   verify=$(BRAID_COLLECTIVE_TIMEOUT_S=10 run "$vnp" --dir "$ckpt" --data "$work/data" \
            --mode "$mode" --tp "$vtp" --pp "$vpp" --verify 2>&1)
   if [ $? -ne 0 ] || ! grep -q "verified: resumed at step" <<<"$verify"; then
-    echo "trial $trial ($fault, $mode, $np ranks tp=$tp pp=$pp, exit $status; verified as" \
+    echo "trial $trial ($fault, $mode, $np ranks tp=$tp pp=$pp $strategy, exit $status; verified as" \
          "$vnp ranks tp=$vtp pp=$vpp): the last checkpoint did not load:"
     echo "$verify" | tail -5
     failures=$((failures + 1))
     continue
   fi
   resumed=$(grep -o "resumed at step [0-9]*" <<<"$verify")
-  echo "trial $trial: $fault $mode on $np rank(s) tp=$tp pp=$pp, exit $status ->" \
+  echo "trial $trial: $fault $mode on $np rank(s) tp=$tp pp=$pp $strategy, exit $status ->" \
        "$resumed as $vnp rank(s) tp=$vtp pp=$vpp"
 done
 echo "$((trials - failures)) of $trials trials recovered"

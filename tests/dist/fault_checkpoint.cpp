@@ -3,7 +3,8 @@
 // BRAID_CKPT_FAULT can strike anywhere in the protocol; with --verify it loads the latest
 // committed checkpoint (no fallback), which must verify, and trains one more step from it.
 //   braid_fault_checkpoint --dir CKPT --data DATA --mode sync|async|overlapped [--steps 8]
-//                          [--tp T] [--pp P] [--verify]      (dp = ranks / (tp x pp))
+//                          [--tp T] [--pp P] [--strategy auto|ddp|zero1] [--verify]
+//                          (dp = ranks / (tp x pp))
 #include <cstdio>
 #include <filesystem>
 #include <map>
@@ -19,9 +20,9 @@ int main(int argc, char** argv) {
   dist::Environment* env = nullptr;
   try {
     env = &dist::init(&argc, &argv);
-    std::map<std::string, std::string> flags = {{"dir", ""},    {"data", ""}, {"mode", "sync"},
-                                                {"steps", "8"}, {"tp", "1"},  {"pp", "1"},
-                                                {"verify", "0"}};
+    std::map<std::string, std::string> flags = {
+        {"dir", ""}, {"data", ""}, {"mode", "sync"},     {"steps", "8"},
+        {"tp", "1"}, {"pp", "1"},  {"strategy", "auto"}, {"verify", "0"}};
     for (int i = 1; i < argc; ++i) {
       const std::string key = std::string(argv[i]).substr(2);
       BRAID_CHECK(flags.count(key), "unknown flag {}", argv[i]);
@@ -37,17 +38,17 @@ int main(int argc, char** argv) {
     env->world()->barrier()->wait();
     const int tp = std::stoi(flags["tp"]), pp = std::stoi(flags["pp"]);
     const int dp = env->world()->size() / (tp * pp);
-    const std::string config =
-        fmt::format(R"(
+    const std::string config = fmt::format(R"(
 model {{ vocab_size: 257 n_layer: 2 n_head: 2 n_embd: 32 block_size: 16 }}
 data {{ train_pattern: "{}/train_*.bin" tokenizer: "byte" }}
 optimizer {{ name: "adamw" lr: 1e-3 grad_clip: 1.0 }}
 training {{ steps: {} batch_size: 2 seq_len: 16 val_every: 0 log_every: 100 }}
-parallel {{ tp: {} pp: {} dp: {} }}
+parallel {{ tp: {} pp: {} dp: {} strategy: "{}" }}
 checkpoint {{ dir: "{}" every_steps: 2 mode: "{}" window: 3 keep: 3 fallback: false }}
 resume: "latest"
 )",
-                    data.string(), flags["steps"], tp, pp, dp, flags["dir"], flags["mode"]);
+                                           data.string(), flags["steps"], tp, pp, dp,
+                                           flags["strategy"], flags["dir"], flags["mode"]);
     train::Trainer trainer(train::parse_config(config, "fault_checkpoint"), env->world());
     if (flags["verify"] == "1") {
       // The Trainer just loaded (and checksummed) the newest committed checkpoint, if any.

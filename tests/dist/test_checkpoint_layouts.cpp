@@ -48,7 +48,9 @@ class CheckpointLayouts : public DistTest {
   // 8 blocks of width 32 with 4 heads, batch 4 per step, AdamW with clipping. The
   // vocabulary pads to a multiple of tp only (257, 258 or 260 rows), so layouts differ in
   // padding too.
-  train::TrainConfig config(const Layout& l, const std::string& resume = "") const {
+  // `mode` "overlapped" uses a window of 3 steps; `dir` defaults to the test's folder.
+  train::TrainConfig config(const Layout& l, const std::string& resume = "",
+                            const std::string& mode = "async", fs::path dir = {}) const {
     std::string split;
     for (char c : l.stage_layers)
       if (std::isdigit(c)) split += fmt::format(" stage_layers: {}", c - '0');
@@ -60,7 +62,7 @@ data {{ train_pattern: "{}/train_*.bin" tokenizer: "byte" }}
 optimizer {{ name: "adamw" lr: 3e-3 weight_decay: 0.1 grad_clip: 1.0 warmup_steps: 2 }}
 training {{ steps: 40 batch_size: {} seq_len: 16 val_every: 0 seed: 9 }}
 parallel {{ tp: {} pp: {} dp: {} micro_batches: {} strategy: "{}" {} }}
-checkpoint {{ dir: "{}" mode: "async" }}
+checkpoint {{ dir: "{}" mode: "{}" window: 3 }}
 resume: "{}"
 )",
                     data_.string(), 4 / l.dp, l.tp, l.pp, l.dp, l.pp > 1 ? 4 / l.dp : 0, l.strategy,
@@ -68,7 +70,7 @@ resume: "{}"
                     split + (l.strategy == "zero1"
                                  ? R"( strategy_options { key: "bucket_mb" value: "0.05" })"
                                  : ""),
-                    ckpt_.string(), resume),
+                    dir.empty() ? ckpt_.string() : dir.string(), mode, resume),
         "test");
   }
 
@@ -90,29 +92,93 @@ std::vector<float> losses(train::Trainer& t, int steps) {
   return out;
 }
 
+// In async mode the checkpoint is the state at the save; in overlapped mode (window 3) the
+// state two steps later, after the window's replay.
 TEST_F(CheckpointLayouts, ResumingUnderTheSavingLayoutIsBitwiseExact) {
   std::vector<Layout> layouts;
   if (size() == 2) layouts = {{1, 2, 1}, {1, 1, 2}, {2, 1, 1}, {1, 1, 2, "", "zero1"}};
   if (size() == 4) layouts = {{2, 2, 1}, {1, 2, 2}, {2, 1, 2, "", "zero1"}};
   if (layouts.empty()) GTEST_SKIP() << "run on 2 and 4 ranks";
-  for (const Layout& l : layouts) {
-    if (rank() == 0) fs::remove_all(ckpt_);
-    world().barrier()->wait();
-    train::Trainer straight(config(l), world_ptr());
-    const std::vector<float> expected = losses(straight, 12);
-    {
-      train::Trainer first(config(l), world_ptr());
-      losses(first, 6);
-      first.save_checkpoint();
-      first.wait_for_checkpoint();
+  for (const std::string mode : {"async", "overlapped"}) {
+    const int landing = mode == "async" ? 6 : 8;
+    for (const Layout& l : layouts) {
+      if (rank() == 0) fs::remove_all(ckpt_);
+      world().barrier()->wait();
+      train::Trainer straight(config(l, "", mode), world_ptr());
+      const std::vector<float> expected = losses(straight, 12);
+      {
+        train::Trainer first(config(l, "", mode), world_ptr());
+        losses(first, 6);
+        first.save_checkpoint();
+        losses(first, landing - 6);
+        first.wait_for_checkpoint();
+      }
+      train::Trainer resumed(config(l, "latest", mode), world_ptr());
+      ASSERT_EQ(resumed.step(), landing) << mode << " " << l.str();
+      const std::vector<float> rest = losses(resumed, 12 - landing);
+      for (int i = 0; i < 12 - landing; ++i)
+        EXPECT_EQ(rest[i], expected[landing + i])
+            << mode << " " << l.str() << " step " << landing + i + 1;
+      for (const auto& [name, p] : resumed.model().named_parameters())
+        EXPECT_EQ(p.to_vector(), straight.model().state_dict().at(name).to_vector())
+            << mode << " " << l.str() << " " << name;
     }
-    train::Trainer resumed(config(l, "latest"), world_ptr());
-    ASSERT_EQ(resumed.step(), 6) << l.str();
-    const std::vector<float> rest = losses(resumed, 6);
-    for (int i = 0; i < 6; ++i) EXPECT_EQ(rest[i], expected[6 + i]) << l.str() << " step " << 7 + i;
-    for (const auto& [name, p] : resumed.model().named_parameters())
-      EXPECT_EQ(p.to_vector(), straight.model().state_dict().at(name).to_vector())
-          << l.str() << " " << name;
+  }
+}
+
+// Under ZeRO-1 every data-parallel rank writes its own chunks of the weights and moments
+// (nothing is gathered), and an overlapped checkpoint, replayed on those chunks, equals a
+// synchronous snapshot of the same step to the bit.
+TEST_F(CheckpointLayouts, ZeroOneRanksWriteTheirChunksAndOverlappedEqualsSync) {
+  Layout l;
+  if (size() == 2) l = {1, 1, 2, "", "zero1"};
+  if (size() == 4) l = {2, 1, 2, "", "zero1"};
+  if (l.world() == 1) GTEST_SKIP() << "run on 2 and 4 ranks";
+  const fs::path overlapped_dir = ckpt_ / "overlapped", sync_dir = ckpt_ / "sync";
+  {
+    train::Trainer t(config(l, "", "overlapped", overlapped_dir), world_ptr());
+    losses(t, 6);
+    t.save_checkpoint();  // the window lands after step 8
+    losses(t, 2);
+    t.wait_for_checkpoint();
+  }
+  {
+    train::Trainer t(config(l, "", "sync", sync_dir), world_ptr());
+    losses(t, 8);
+    t.save_checkpoint();
+  }
+  {
+    // Resuming under ZeRO-1 keeps only this rank's chunks of the moments.
+    train::Trainer resumed(config(l, sync_dir.string()), world_ptr());
+    ASSERT_EQ(resumed.step(), 8);
+    const auto& adamw = dynamic_cast<const optim::AdamW&>(resumed.optimizer());
+    for (size_t i = 0; i < adamw.params().size(); ++i)
+      EXPECT_FALSE(adamw.exp_avg(i).defined() || adamw.exp_avg_sq(i).defined())
+          << "whole moments of " << adamw.params()[i].name << " still held after the load";
+  }
+  world().barrier()->wait();
+  if (rank() != 0) return;
+  for (const fs::path& dir : {overlapped_dir, sync_dir}) {
+    int manifests = 0;
+    for (const auto& f : fs::directory_iterator(dir / "step_00000008"))
+      manifests += f.path().extension() == ".manifest";
+    EXPECT_EQ(manifests, size()) << dir << ": every rank owns a part under ZeRO-1";
+  }
+  train::Trainer from_overlapped(config({}, overlapped_dir.string()), nullptr);
+  train::Trainer from_sync(config({}, sync_dir.string()), nullptr);
+  ASSERT_EQ(from_overlapped.step(), 8);
+  for (const auto& [name, p] : from_sync.model().named_parameters())
+    EXPECT_EQ(from_overlapped.model().state_dict().at(name).to_vector(), p.to_vector()) << name;
+  optim::Optimizer& a = from_overlapped.optimizer();
+  optim::Optimizer& b = from_sync.optimizer();
+  EXPECT_EQ(a.steps_taken(), b.steps_taken());
+  for (size_t i = 0; i < b.params().size(); ++i) {
+    const auto sa = a.param_state(i), sb = b.param_state(i);
+    ASSERT_EQ(sa.size(), sb.size());
+    for (size_t k = 0; k < sb.size(); ++k)
+      EXPECT_EQ(sa[k].second.to_vector(), sb[k].second.to_vector())
+          << sb[k].first << " of " << b.params()[i].name;
+    EXPECT_EQ(a.param_steps(i), b.param_steps(i)) << b.params()[i].name;
   }
 }
 

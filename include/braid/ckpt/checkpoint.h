@@ -3,7 +3,9 @@
 // A checkpoint is a folder <dir>/step_<N>/ holding one shard file per writing rank, one
 // RankManifest per writing rank and the global manifest.pb (src/proto/checkpoint.proto).
 // Every tensor slice carries its place in the single-process tensor (nn::ShardSpec) and a
-// CRC-32C per chunk. Only data-parallel replica 0 writes (each tensor/pipeline shard once).
+// CRC-32C per chunk. Each rank writes what it owns (its strategy's owned_state), so every
+// value is written once: data-parallel replica 0 for replicated state, every data-parallel
+// rank its own chunks under ZeRO-1.
 //
 // Commit protocol (so a crash never leaves a checkpoint that looks complete):
 //   1. each writer writes into <dir>/step_<N>.tmp/, fsyncs its data and its manifest;
@@ -26,6 +28,7 @@
 #include "braid/dist/parallel_grid.h"
 #include "braid/nn/module.h"
 #include "braid/optim/optimizer.h"
+#include "braid/optim/owned_state.h"
 
 namespace braid::ckpt {
 
@@ -58,15 +61,18 @@ class Checkpointer {
   Checkpointer(CheckpointOptions options, const dist::ParallelGrid& grid);
   ~Checkpointer();  // waits for an unfinished write (errors are logged, not thrown)
 
-  // Checkpoints `model` and `optimizer` after state.step steps. Collective over the world.
+  // Checkpoints the state after state.step steps: `owned` is what this rank owns of the
+  // parameters and optimizer state (Strategy::owned_state). Collective over the world.
   // `skip`: parameter names this rank must not write (copies written by another rank, such
   // as the tied embedding on the last pipeline stage). A request while an asynchronous write
   // is unfinished first waits for it (logged): never skipped, never overlapping.
-  void save(const nn::Module& model, optim::Optimizer& optimizer, const TrainingState& state,
+  void save(const nn::Module& model, const optim::Optimizer& optimizer,
+            const optim::OwnedState& owned, const TrainingState& state,
             const std::set<std::string>& skip = {});
   // Saves the current state now (one copy, then written like async) whatever the mode,
   // abandoning an open overlapped window: the end of training cannot wait for more steps.
-  void save_now(const nn::Module& model, optim::Optimizer& optimizer, const TrainingState& state,
+  void save_now(const nn::Module& model, const optim::Optimizer& optimizer,
+                const optim::OwnedState& owned, const TrainingState& state,
                 const std::set<std::string>& skip = {});
   // Waits for the unfinished write and rethrows its error (an overlapped window still
   // copying is left running).
@@ -75,8 +81,9 @@ class Checkpointer {
   // Overlapped mode: the training loop reports every step around its optimizer update. A
   // save() starts a window after step t0; the checkpoint holds the state after step
   // t0 + window - 1. A request while a window is open is skipped (logged).
-  void before_update(const optim::Optimizer& optimizer, float lr, float grad_scale, bool skipped);
-  void after_update(optim::Optimizer& optimizer, const std::function<TrainingState()>& state);
+  // `owned` is the rank's owned state at that moment (the same shards as at the save).
+  void before_update(const optim::OwnedState& owned, float lr, float grad_scale, bool skipped);
+  void after_update(const optim::OwnedState& owned, const std::function<TrainingState()>& state);
   bool window_open() const { return window_steps_left_ > 0; }
 
   const CheckpointOptions& options() const { return options_; }
@@ -85,15 +92,15 @@ class Checkpointer {
   struct Pending;
   void write_and_commit(const std::shared_ptr<Pending>& job);
   void start_writer(std::shared_ptr<Pending> job);
-  void finish_window(optim::Optimizer& optimizer, const TrainingState& state);
+  void finish_window(const std::vector<optim::StateShard>& shards, int64_t optimizer_steps,
+                     const TrainingState& state);
 
   CheckpointOptions options_;
   const dist::ParallelGrid& grid_;
   dist::ProcessGroupPtr channel_;  // barriers of the commit protocol only
   std::thread writer_;
   std::exception_ptr writer_error_;
-  // Overlapped mode: the open window (writer ranks), the steps it still needs (every rank),
-  // and what save() captured for its manifest.
+  // Overlapped mode: the open window, the steps it still needs, and what save() captured.
   std::unique_ptr<class OverlappedWindow> window_;
   int window_steps_left_ = 0;
   std::shared_ptr<Pending> window_job_;

@@ -1,37 +1,41 @@
-// The K-step window of an overlapped checkpoint (DESIGN.md section 5): the state is cut into
-// K blocks; block i is copied after step t0 + i, the gradients of later steps are recorded for
-// the blocks already copied, and when the last block is copied AdamW replays the missed
-// updates on the older blocks so every block reaches step t0 + K - 1. The replay calls the
-// same AdamW kernel with the same learning rate, clip scale, step counts and skip decisions
-// as the live update, so the result is bitwise the state a synchronous snapshot would copy.
+// The K-step window of an overlapped checkpoint (DESIGN.md section 5): the state a rank owns
+// is cut into K blocks; block i is copied after step t0 + i, the gradients of later steps are
+// recorded for the blocks already copied, and when the last block is copied AdamW replays the
+// missed updates on the older blocks so every block reaches step t0 + K - 1. The replay calls
+// the same AdamW kernel with the same learning rate, clip scale, step counts and skip
+// decisions as the live update, on the same flat ranges, so the result is bitwise the state a
+// synchronous snapshot would copy.
 #pragma once
 
 #include <string>
 #include <vector>
 
-#include "braid/nn/module.h"
 #include "braid/optim/optimizer.h"
+#include "braid/optim/owned_state.h"
 
 namespace braid::ckpt {
 
 class OverlappedWindow {
  public:
-  // Starts the window right after a step: splits `optimizer`'s parameters into `blocks`
-  // groups of similar size and copies group 0. The optimizer must be AdamW.
-  OverlappedWindow(optim::Optimizer& optimizer, int blocks);
+  // Starts the window right after a step: splits `shards` (what this rank writes, from its
+  // strategy's owned_state) into `blocks` groups of similar size and copies group 0. The
+  // shards must hold AdamW state; every later call must pass the same shards, in order.
+  OverlappedWindow(const optim::AdamWOptions& adamw, const std::vector<optim::StateShard>& shards,
+                   int blocks);
 
   // Before the live update of a step: records what it will use for the copied blocks.
-  void before_update(const optim::Optimizer& optimizer, float lr, float grad_scale, bool skipped);
+  void before_update(const std::vector<optim::StateShard>& shards, float lr, float grad_scale,
+                     bool skipped);
   // After the live update: copies the next block; true once every block is copied and
   // replayed (then the copy is the state after this step).
-  bool after_update(optim::Optimizer& optimizer);
+  bool after_update(const std::vector<optim::StateShard>& shards);
 
-  // Parameter i's copied values and state, valid once after_update returned true.
-  struct ParamCopy {
-    Tensor param, exp_avg, exp_avg_sq;
+  // Shard i's copied values and state, valid once after_update returned true.
+  struct ShardCopy {
+    Tensor value, exp_avg, exp_avg_sq;
     int64_t steps = 0;
   };
-  const std::vector<ParamCopy>& copies() const { return copies_; }
+  const std::vector<ShardCopy>& copies() const { return copies_; }
   bool complete() const { return copied_ == blocks_; }
   // Bytes copied so far (parameters, moments and recorded gradients).
   int64_t bytes_copied() const { return bytes_copied_; }
@@ -41,15 +45,16 @@ class OverlappedWindow {
     float lr = 0, grad_scale = 1;
     bool skipped = false;
     int first_block = 0;        // blocks [0, first_block) were copied when it was recorded
-    std::vector<Tensor> grads;  // per parameter (undefined outside those blocks or no grad)
+    std::vector<Tensor> grads;  // per shard (undefined outside those blocks or no gradient)
   };
-  void copy_block(optim::Optimizer& optimizer, int block);
+  void check_same(const std::vector<optim::StateShard>& shards) const;
+  void copy_block(const std::vector<optim::StateShard>& shards, int block);
   void replay();
 
   int blocks_;
   int copied_ = 0;             // blocks copied so far
-  std::vector<int> block_of_;  // parameter -> block
-  std::vector<ParamCopy> copies_;
+  std::vector<int> block_of_;  // shard -> block
+  std::vector<ShardCopy> copies_;
   std::vector<Update> updates_;
   optim::AdamWOptions adamw_;
   std::vector<float> weight_decay_;

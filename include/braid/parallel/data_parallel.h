@@ -41,6 +41,9 @@ class DataParallel final : public Strategy {
   void step(float lr, float grad_scale) override;
   double reduce_metric(double value) override;
   std::map<std::string, Tensor> state() const override;
+  // ZeRO-1: every rank owns its chunks of the flat buffers (parameters and moments), cut at
+  // parameter boundaries, so each data-parallel rank writes its own part of a checkpoint.
+  optim::OwnedState owned_state(optim::Optimizer& optimizer) override;
   void gather_optimizer_state(optim::Optimizer& optimizer) override;
   void scatter_optimizer_state(optim::Optimizer& optimizer) override;
 

@@ -22,6 +22,7 @@
 #include "braid/dist/parallel_grid.h"
 #include "braid/nn/module.h"
 #include "braid/optim/optimizer.h"
+#include "braid/optim/owned_state.h"
 #include "braid/optim/schedule.h"
 
 namespace braid::parallel {
@@ -65,10 +66,16 @@ class Strategy {
   virtual double reduce_metric(double value) { return value; }
   // Extra state a checkpoint must hold to resume this strategy exactly.
   virtual std::map<std::string, Tensor> state() const { return {}; }
-  // Checkpointing a strategy that keeps the optimizer state itself (ZeRO-1): before a save,
-  // gather it into `optimizer`'s own per-parameter state (whole, on every rank); after a
-  // load, take it back from there. Collective over the strategy's groups. Default: nothing
-  // (the optimizer's state is the live one).
+  // What this rank owns of the parameters and optimizer state, as views of the live tensors:
+  // what its checkpoint shard holds and what an overlapped checkpoint replays. Every value
+  // must be owned by exactly one rank of the grid (shared copies and tp replicas aside, which
+  // the caller skips by name). Default: data-parallel rank 0 owns every parameter whole,
+  // the other replicas nothing.
+  virtual optim::OwnedState owned_state(optim::Optimizer& optimizer);
+  // A strategy that keeps the optimizer state itself (ZeRO-1): gather it into `optimizer`'s
+  // own per-parameter state (whole, on every rank), e.g. to inspect it; and after a load
+  // (which fills the optimizer's state), take it back from there. Collective over the
+  // strategy's groups. Default: nothing (the optimizer's state is the live one).
   virtual void gather_optimizer_state(optim::Optimizer& optimizer) {}
   virtual void scatter_optimizer_state(optim::Optimizer& optimizer) {}
 
