@@ -101,6 +101,18 @@ Edge gradient_edge(const Tensor& t) {
   return {acc, 0};
 }
 
+Tensor direct_grad(const Tensor& t) {
+  if (!t.defined() || !t.requires_grad() || !t.is_leaf()) return {};
+  // A replay hands a captured leaf's gradient back to the outer pass instead.
+  for (GradCapture* c = current_grad_capture(); c; c = c->enclosing)
+    if (c->grads.count(t.impl())) return {};
+  Tensor g = t.grad();
+  if (!g.defined() || g.dtype() != DType::f32 || g.device() != t.device() ||
+      g.shape() != t.shape() || !g.is_contiguous())
+    return {};
+  return g;
+}
+
 void record(std::string name, const std::vector<Tensor>& inputs, std::vector<Tensor*> outputs,
             BackwardFn backward) {
   auto node = std::make_shared<FunctionNode>(std::move(name), static_cast<uint32_t>(outputs.size()),

@@ -1,6 +1,9 @@
 // embedding op: id checks, gather dispatch and the scatter-add gradient.
 #include "braid/ops/embedding.h"
 
+#include <unordered_map>
+#include <vector>
+
 #include "braid/autograd/node.h"
 #include "braid/ops/kernel_registry.h"
 #include "braid/ops/kernel_signatures.h"
@@ -27,12 +30,36 @@ Tensor embedding(const Tensor& weight, const Tensor& ids) {
   ops::kernel<ops::EmbeddingForwardKernel>(weight.device())(w, flat_ids, out2);
   if (autograd::needs_grad({&weight})) {
     autograd::record("Embedding", {weight}, {&out},
-                     [flat_ids, wshape = weight.shape(), c](const std::vector<Tensor>& g) {
-                       Tensor dw = Tensor::zeros(wshape);
+                     [flat_ids, wshape = weight.shape(), c,
+                      leaf = weight.is_leaf() ? weight : Tensor()](const std::vector<Tensor>& g) {
                        Tensor dy = g[0].contiguous();
                        dy = dy.alias({flat_ids.numel(), c}, {c, 1}, dy.offset());
-                       ops::kernel<ops::EmbeddingBackwardKernel>(dw.device())(flat_ids, dy, dw);
-                       return std::vector<Tensor>{dw};
+                       const auto scatter = ops::kernel<ops::EmbeddingBackwardKernel>(dy.device());
+                       Tensor direct = autograd::direct_grad(leaf);
+                       if (!direct.defined()) {
+                         Tensor dw = Tensor::zeros(wshape);
+                         scatter(flat_ids, dy, dw);
+                         return std::vector<Tensor>{dw};
+                       }
+                       // Straight into the table's .grad, without the zeroed [V, C] temporary and
+                       // the pass adding it in (the vocabulary makes both far larger than the
+                       // rows used). The rows of each id are first summed from zero, in token
+                       // order, then added once: the same rounding as adding the temporary, so
+                       // a gradient is bitwise the same whether .grad existed or not.
+                       const int32_t* id = flat_ids.data<int32_t>();
+                       std::unordered_map<int32_t, int32_t> slot_of;
+                       std::vector<int32_t> slots(flat_ids.numel()), used;
+                       for (int64_t n = 0; n < flat_ids.numel(); ++n) {
+                         auto [it, fresh] =
+                             slot_of.try_emplace(id[n], static_cast<int32_t>(used.size()));
+                         if (fresh) used.push_back(id[n]);
+                         slots[n] = it->second;
+                       }
+                       const int64_t rows = static_cast<int64_t>(used.size());
+                       Tensor sums = Tensor::zeros({rows, c});
+                       scatter(Tensor::from_vector(slots, {flat_ids.numel()}), dy, sums);
+                       scatter(Tensor::from_vector(used, {rows}), sums, direct);
+                       return std::vector<Tensor>{Tensor()};
                      });
   }
   return out;

@@ -27,6 +27,22 @@ Tensor gemm(const Tensor& a, bool ta, const Tensor& b, bool tb, Shape out_shape)
   return c;
 }
 
+// The gradient op(a) @ op(b) of `leaf`: added straight into its .grad (GEMM with beta = 1,
+// which also skips BLAS's pass over C) when the engine allows, else returned for it to add.
+Tensor gemm_grad(const Tensor& a, bool ta, const Tensor& b, bool tb, const Tensor& leaf,
+                 Shape out_shape) {
+  Tensor target = autograd::direct_grad(leaf);
+  if (!target.defined()) return gemm(a, ta, b, tb, std::move(out_shape));
+  ops::kernel<ops::GemmKernel>(a.device())(gemm_operand(a), ta, gemm_operand(b), tb, 1.0f, 1.0f,
+                                           target);
+  return Tensor();
+}
+
+// Only a leaf's gradient can be added into its .grad; other inputs keep no handle.
+Tensor leaf_or_none(const Tensor& t, bool needed) {
+  return needed && t.is_leaf() ? t : Tensor();
+}
+
 void check_float_matrix(const Tensor& t, const char* role) {
   BRAID_CHECK(t.dtype() == DType::f32, "matmul {} must be f32, got {}", role, t.str());
   BRAID_CHECK(t.dim() >= 2, "matmul {} needs at least 2 dims, got {}", role, t.str());
@@ -104,13 +120,21 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
     autograd::record(
         "Linear", inputs, {&out},
         [saved_x, saved_w, need_x, need_w, need_b, in, out_features, in_shape = x.shape(),
-         has_bias = bias.defined()](const std::vector<Tensor>& g) {
+         has_bias = bias.defined(), weight_leaf = leaf_or_none(weight, need_w),
+         bias_leaf = leaf_or_none(bias, need_b)](const std::vector<Tensor>& g) {
           Tensor g2 = reshape(g[0], {-1, out_features});
           std::vector<Tensor> grads(has_bias ? 3 : 2);
           if (need_x)
             grads[0] = reshape(gemm(g2, false, saved_w, false, {g2.size(0), in}), in_shape);
-          if (need_w) grads[1] = gemm(g2, true, saved_x, false, {out_features, in});
-          if (need_b) grads[2] = sum_to_shape(g2.contiguous(), {out_features});
+          if (need_w)
+            grads[1] = gemm_grad(g2, true, saved_x, false, weight_leaf, {out_features, in});
+          if (need_b) {
+            Tensor target = autograd::direct_grad(bias_leaf);
+            if (target.defined())  // the column sums are added into out
+              ops::kernel<ops::SumToKernel>(g2.device())(g2.contiguous(), target);
+            else
+              grads[2] = sum_to_shape(g2.contiguous(), {out_features});
+          }
           return grads;
         });
   }

@@ -66,4 +66,12 @@ void record(std::string name, const std::vector<Tensor>& inputs, std::vector<Ten
 // The edge that delivers a gradient to `t` (its grad_fn, or its leaf accumulator).
 Edge gradient_edge(const Tensor& t);
 
+// Called by a backward function: the `.grad` of leaf `t` when its gradient may be added
+// straight into it (t requires grad, has a dense f32 `.grad` of its shape, and no recompute
+// replay is capturing t's gradient); undefined otherwise. A backward that adds into it
+// returns an undefined gradient for t, whose accumulator still fires the grad-ready hooks
+// once every contribution is in. This spares a temporary and a pass over it per
+// contribution: weight gradients written by GEMM with beta = 1, embedding rows added in place.
+Tensor direct_grad(const Tensor& t);
+
 }  // namespace braid::autograd

@@ -119,6 +119,66 @@ TEST(Engine, AccumulatesInPlaceIntoExistingGradBuffer) {
   EXPECT_EQ(b[9], 0.0);
 }
 
+// Linear and embedding add their weight gradients straight into an existing .grad (here views
+// into one bucket, as data parallelism sets them): the values are those the engine's own
+// accumulation gives, the views stay in place, and each grad-ready hook fires once after every
+// contribution (the tied table gets two). Inside a recompute segment the replay's captured
+// gradients still go back to the outer pass.
+TEST(Engine, WeightGradientsAddStraightIntoAnExistingGrad) {
+  Tensor table = randn({6, 4}, 30, 0.5f).set_requires_grad(true);
+  Tensor w = randn({4, 4}, 31, 0.5f).set_requires_grad(true);
+  Tensor bias = randn({4}, 32).set_requires_grad(true);
+  const Tensor ids = Tensor::from_vector(std::vector<int32_t>{1, 4, 1, 0, 5}, {5});
+  const Tensor coeff = randn({5, 6}, 33);
+  auto block = [&](const Tensor& e) { return gelu(linear(e, w, bias)); };
+  auto loss = [&](bool recompute) {
+    const Tensor e = embedding(table, ids);
+    const Tensor h =
+        recompute
+            ? autograd::recompute(
+                  [&](const std::vector<Tensor>& in) { return std::vector<Tensor>{block(in[0])}; },
+                  {e})[0]
+            : block(e);
+    return sum(mul(linear(h, table), coeff));
+  };
+  std::vector<Tensor> params{table, w, bias};
+  loss(false).backward();  // no .grad yet: the engine's path gives the reference
+  std::vector<std::vector<double>> reference;
+  for (const Tensor& p : params) reference.push_back(values(p.grad()));
+
+  std::vector<int> calls(params.size(), 0);
+  std::vector<Tensor> seen(params.size());
+  for (size_t i = 0; i < params.size(); ++i)
+    params[i].add_grad_ready_hook([&calls, &seen, i](Tensor& t) {
+      ++calls[i];
+      seen[i] = t.grad().clone();
+    });
+  for (bool recompute : {false, true}) {
+    SCOPED_TRACE(recompute ? "recompute" : "plain");
+    Tensor bucket = Tensor::full({24 + 16 + 4}, 0.5f);
+    std::vector<Tensor> views;
+    int64_t offset = 0;
+    for (size_t i = 0; i < params.size(); ++i) {
+      Tensor& p = params[i];
+      views.push_back(bucket.narrow(0, offset, p.numel()).reshape(p.shape()));
+      offset += p.numel();
+      p.set_grad(views.back());
+      calls[i] = 0;
+      seen[i] = Tensor();
+    }
+    loss(recompute).backward();
+    for (size_t i = 0; i < params.size(); ++i) {
+      EXPECT_TRUE(params[i].grad().same(views[i])) << i;
+      std::vector<double> expect;
+      for (double v : reference[i]) expect.push_back(0.5 + v);
+      expect_close(params[i].grad(), expect, 1e-6, 1e-6);
+      EXPECT_EQ(calls[i], 1) << i;
+      ASSERT_TRUE(seen[i].defined());
+      EXPECT_TRUE(bitwise_equal(seen[i], params[i].grad())) << i;
+    }
+  }
+}
+
 // The first gradient stored in .grad is a private copy: later in-place accumulation must not
 // write into a tensor the graph shares with another input's gradient (Add passes g through).
 TEST(Engine, FirstGradIsNotAliasedWithOtherGradients) {
