@@ -91,6 +91,63 @@ BENCHMARK(BM_LayerNorm)
     ->Unit(benchmark::kMicrosecond)
     ->UseRealTime();
 
+// The fused cross-entropy kernels on the LM head's logits [rows, 50304] (50257 real classes):
+// 256 rows is config a of cpu_vs_torch.sh, 1024 rows config b. Bytes: logits read (forward);
+// logits read and their gradient written (backward, and forward + backward fused).
+struct CrossEntropyCase {
+  Tensor logits, targets, losses, lse, dlogits;
+  static constexpr int64_t kClasses = 50257, kPadded = 50304;
+  explicit CrossEntropyCase(int64_t rows)
+      : logits(random({rows, kPadded}, 9)),
+        losses(Tensor::empty({rows})),
+        lse(Tensor::empty({rows})),
+        dlogits(Tensor::empty({rows, kPadded})) {
+    std::vector<int32_t> ids(rows);
+    for (int64_t i = 0; i < rows; ++i) ids[i] = static_cast<int32_t>(i * 7919 % kClasses);
+    targets = Tensor::from_vector(ids, {rows});
+  }
+  void forward() {
+    braid::ops::kernel<braid::ops::CrossEntropyForwardKernel>(braid::Device::cpu())(
+        logits, targets, kClasses, -100, losses, lse);
+  }
+};
+
+void BM_CrossEntropyForward(benchmark::State& state) {
+  CrossEntropyCase c(state.range(0));
+  for (auto _ : state) c.forward();
+  state.SetBytesProcessed(state.iterations() * c.logits.nbytes());
+}
+BENCHMARK(BM_CrossEntropyForward)
+    ->Arg(256)
+    ->Arg(1024)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+
+void BM_CrossEntropyBackward(benchmark::State& state) {
+  CrossEntropyCase c(state.range(0));
+  c.forward();
+  const auto backward =
+      braid::ops::kernel<braid::ops::CrossEntropyBackwardKernel>(braid::Device::cpu());
+  for (auto _ : state)
+    backward(c.logits, c.targets, c.lse, c.kClasses, -100, 1.0f / 1024, c.dlogits);
+  state.SetBytesProcessed(state.iterations() * 2 * c.logits.nbytes());
+}
+BENCHMARK(BM_CrossEntropyBackward)
+    ->Arg(256)
+    ->Arg(1024)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+
+// Forward and backward in one sweep (what the op runs when the loss will be backpropagated).
+void BM_CrossEntropyFused(benchmark::State& state) {
+  CrossEntropyCase c(state.range(0));
+  const auto fused = braid::ops::kernel<braid::ops::CrossEntropyFusedKernel>(braid::Device::cpu());
+  for (auto _ : state)
+    fused(c.logits, c.targets, c.kClasses, -100, 1.0f / 1024, c.losses, c.dlogits);
+  state.SetBytesProcessed(state.iterations() * 2 * c.logits.nbytes());
+}
+BENCHMARK(BM_CrossEntropyFused)->Arg(256)->Arg(1024)->Unit(benchmark::kMillisecond)->UseRealTime();
+
 // AdamW over n parameters: reads p, g, m, v and writes p, m, v (7 streams of 4 bytes).
 void BM_AdamW(benchmark::State& state) {
   const int64_t n = state.range(0);

@@ -2,10 +2,22 @@
 #include "braid/ops/loss.h"
 
 #include "braid/autograd/node.h"
+#include "braid/ops/elementwise.h"
 #include "braid/ops/kernel_registry.h"
 #include "braid/ops/kernel_signatures.h"
 
 namespace braid {
+namespace {
+
+// The mean of the per-row losses over the counted rows, summed in double.
+double mean_loss(const Tensor& losses, float denom) {
+  double total = 0;
+  const float* l = losses.data<float>();
+  for (int64_t i = 0; i < losses.numel(); ++i) total += l[i];
+  return total / denom;
+}
+
+}  // namespace
 
 Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t num_classes,
                      int64_t ignore_index) {
@@ -34,16 +46,33 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t num_cl
                 t[i], i, num_classes, ignore_index);
     ++counted;
   }
-  Tensor losses = Tensor::empty({rows}), lse = Tensor::empty({rows});
-  ops::kernel<ops::CrossEntropyForwardKernel>(logits.device())(lg, tg, num_classes, ignore_index,
-                                                               losses, lse);
-  double total = 0;
-  const float* l = losses.data<float>();
-  for (int64_t i = 0; i < rows; ++i) total += l[i];
   // With every target ignored the mean is 0/0; PyTorch returns NaN, we return 0 with no gradient.
   const float denom = counted > 0 ? static_cast<float>(counted) : 1.0f;
-  Tensor out = Tensor::full({}, static_cast<float>(total / denom));
-  if (autograd::needs_grad({&logits})) {
+  Tensor losses = Tensor::empty({rows});
+  const bool with_grad = autograd::needs_grad({&logits});
+  const auto& registry = ops::KernelRegistry::instance();
+  if (with_grad && registry.has(ops::CrossEntropyFusedKernel::kName, logits.device().kind)) {
+    // The loss is about to be backpropagated (its gradient is almost always 1): the gradient for
+    // an incoming 1 is computed now, while each row of logits is read anyway, instead of reading
+    // all the logits again in the backward.
+    Tensor dlogits = Tensor::empty(logits.shape(), DType::f32, logits.device());
+    Tensor d2 = dlogits.alias(lg.shape(), lg.strides(), 0);
+    registry.get<ops::CrossEntropyFusedKernel>(logits.device().kind)(
+        lg, tg, num_classes, ignore_index, 1.0f / denom, losses, d2);
+    Tensor out = Tensor::full({}, static_cast<float>(mean_loss(losses, denom)));
+    autograd::record("CrossEntropy", {logits}, {&out}, [dlogits](const std::vector<Tensor>& g) {
+      Tensor d = dlogits;
+      const float incoming = g[0].item();
+      if (incoming != 1.0f) scale_(d, incoming);  // the node owns d: scaled in place
+      return std::vector<Tensor>{d};
+    });
+    return out;
+  }
+  Tensor lse = Tensor::empty({rows});
+  ops::kernel<ops::CrossEntropyForwardKernel>(logits.device())(lg, tg, num_classes, ignore_index,
+                                                               losses, lse);
+  Tensor out = Tensor::full({}, static_cast<float>(mean_loss(losses, denom)));
+  if (with_grad) {
     autograd::record("CrossEntropy", {logits}, {&out},
                      [lg, tg, lse, num_classes, ignore_index, denom,
                       shape = logits.shape()](const std::vector<Tensor>& g) {

@@ -68,7 +68,7 @@ BRAID_KERNEL_SIGNATURE(AttentionBackwardKernel, "attention_backward", const Tens
 // out[n, :] = weight[ids[n], :]; ids are i32, checked against weight's rows.
 BRAID_KERNEL_SIGNATURE(EmbeddingForwardKernel, "embedding_forward", const Tensor& weight,
                        const Tensor& ids, Tensor& out);
-// dweight[ids[n], :] += dout[n, :] (dweight is zeroed by the caller).
+// dweight[ids[n], :] += dout[n, :] (dweight holds zeros or a gradient to add to).
 BRAID_KERNEL_SIGNATURE(EmbeddingBackwardKernel, "embedding_backward", const Tensor& ids,
                        const Tensor& dout, Tensor& dweight);
 
@@ -82,6 +82,13 @@ BRAID_KERNEL_SIGNATURE(CrossEntropyForwardKernel, "cross_entropy_forward", const
 BRAID_KERNEL_SIGNATURE(CrossEntropyBackwardKernel, "cross_entropy_backward", const Tensor& logits,
                        const Tensor& targets, const Tensor& lse, int64_t num_classes,
                        int64_t ignore_index, float scale, Tensor& dlogits);
+
+// Both of the above in one sweep, for a loss about to be backpropagated: each row is read from
+// memory once and its exponentials are evaluated once. dlogits is the backward's result for
+// `scale`. Optional: where a backend lacks it, the op runs the two kernels.
+BRAID_KERNEL_SIGNATURE(CrossEntropyFusedKernel, "cross_entropy_fused", const Tensor& logits,
+                       const Tensor& targets, int64_t num_classes, int64_t ignore_index,
+                       float scale, Tensor& losses, Tensor& dlogits);
 
 // Vocabulary-parallel cross-entropy over this rank's piece logits [N, Vs] of the vocabulary,
 // whose first `valid` columns are real classes (the rest is padding). targets are local

@@ -38,6 +38,8 @@ void cross_entropy_forward(const Tensor& logits, const Tensor& targets, int64_t 
 void cross_entropy_backward(const Tensor& logits, const Tensor& targets, const Tensor& lse,
                             int64_t num_classes, int64_t ignore_index, float scale,
                             Tensor& dlogits);
+void cross_entropy_fused(const Tensor& logits, const Tensor& targets, int64_t num_classes,
+                         int64_t ignore_index, float scale, Tensor& losses, Tensor& dlogits);
 void vocab_shard_max(const Tensor& logits, int64_t valid, Tensor& row_max);
 void vocab_shard_sum_exp(const Tensor& logits, const Tensor& targets, int64_t valid,
                          const Tensor& row_max, Tensor& sum_exp, Tensor& target_logit);

@@ -1,5 +1,7 @@
 // exp and tanh for the CPU kernels: a branch-free polynomial evaluated 8 lanes at a time with
 // GCC vector extensions (GCC does not vectorise libm's expf, nor this polynomial on its own).
+// The lane-generic templates also give 16-lane versions for kernels that dispatch to AVX-512
+// at run time (inlined there, so they compile for that target).
 //
 // exp: Cody-Waite range reduction x = n ln2 + r, |r| <= ln2/2, then Cephes' degree-6
 // polynomial for e^r and 2^n built in the exponent bits; relative error ~8e-8 (checked in
@@ -14,9 +16,15 @@ namespace braid::ops::cpu {
 
 using Vec8 = float __attribute__((vector_size(32)));
 using Vec8i = int32_t __attribute__((vector_size(32)));
+using Vec16 = float __attribute__((vector_size(64)));
+using Vec16i = int32_t __attribute__((vector_size(64)));
+
+// The int vector of a float vector's width.
+template <class V>
+using IntLanes = decltype(V{} < V{});
 
 template <class F>
-inline F exp_poly(F x, F n) {
+[[gnu::always_inline]] inline F exp_poly(F x, F n) {
   F r = x - n * 0.693359375f;  // ln2 split in two so n * ln2 stays exact
   r = r - n * -2.12194440e-4f;
   F p = r * 1.9875691500e-4f + 1.3981999507e-3f;
@@ -34,14 +42,20 @@ inline float fast_exp(float x) {
   return exp_poly(x, n) * std::bit_cast<float>((static_cast<int32_t>(n) + 127) << 23);
 }
 
+template <class V>
+[[gnu::always_inline]] inline V exp_lanes(V x) {
+  using VI = IntLanes<V>;
+  x = x < -87.0f ? V{} - 87.0f : x;
+  x = x > 88.0f ? V{} + 88.0f : x;
+  const V shifted = x * 1.44269504088896341f + 0.5f;
+  VI ni = __builtin_convertvector(shifted, VI);    // truncates toward zero
+  ni += __builtin_convertvector(ni, V) > shifted;  // true is -1: floor for negatives
+  const V n = __builtin_convertvector(ni, V);
+  return exp_poly(x, n) * reinterpret_cast<V>((ni + 127) << 23);
+}
+
 inline Vec8 fast_exp(Vec8 x) {
-  x = x < -87.0f ? Vec8{} - 87.0f : x;
-  x = x > 88.0f ? Vec8{} + 88.0f : x;
-  const Vec8 shifted = x * 1.44269504088896341f + 0.5f;
-  Vec8i ni = __builtin_convertvector(shifted, Vec8i);  // truncates toward zero
-  ni += __builtin_convertvector(ni, Vec8) > shifted;   // true is -1: floor for negatives
-  const Vec8 n = __builtin_convertvector(ni, Vec8);
-  return exp_poly(x, n) * reinterpret_cast<Vec8>((ni + 127) << 23);
+  return exp_lanes(x);
 }
 
 inline float fast_tanh(float x) {
@@ -51,26 +65,36 @@ inline Vec8 fast_tanh(Vec8 x) {
   return 1.0f - 2.0f / (1.0f + fast_exp(2.0f * x));
 }
 
-inline Vec8 load8(const float* p) {
-  Vec8 v;
+template <class V>
+[[gnu::always_inline]] inline V load_lanes(const float* p) {
+  V v;
   __builtin_memcpy(&v, p, sizeof v);
   return v;
 }
-inline void store8(float* p, Vec8 v) {
+template <class V>
+[[gnu::always_inline]] inline void store_lanes(float* p, V v) {
   __builtin_memcpy(p, &v, sizeof v);
 }
+inline Vec8 load8(const float* p) {
+  return load_lanes<Vec8>(p);
+}
+inline void store8(float* p, Vec8 v) {
+  store_lanes(p, v);
+}
 
-// Row helpers shared by softmax, cross-entropy and attention.
-inline float row_max(const float* x, int64_t n) {
+// Row helpers shared by softmax, cross-entropy and attention; V sets the lanes per step.
+template <class V = Vec8>
+[[gnu::always_inline]] inline float row_max(const float* x, int64_t n) {
+  constexpr int64_t kLanes = sizeof(V) / sizeof(float);
   float mx = -__builtin_inff();
   int64_t i = 0;
-  if (n >= 8) {
-    Vec8 m = load8(x);
-    for (i = 8; i + 8 <= n; i += 8) {
-      const Vec8 v = load8(x + i);
+  if (n >= kLanes) {
+    V m = load_lanes<V>(x);
+    for (i = kLanes; i + kLanes <= n; i += kLanes) {
+      const V v = load_lanes<V>(x + i);
       m = v > m ? v : m;
     }
-    for (int l = 0; l < 8; ++l) mx = m[l] > mx ? m[l] : mx;
+    for (int l = 0; l < kLanes; ++l) mx = m[l] > mx ? m[l] : mx;
   }
   for (; i < n; ++i) mx = x[i] > mx ? x[i] : mx;
   return mx;
@@ -78,16 +102,19 @@ inline float row_max(const float* x, int64_t n) {
 
 // out[i] = exp(x[i] - shift) * scale (skipped when out is null); returns sum_i exp(x[i] - shift).
 // out may alias x.
-inline float row_exp(const float* x, int64_t n, float shift, float scale, float* out) {
-  Vec8 acc{};
+template <class V = Vec8>
+[[gnu::always_inline]] inline float row_exp(const float* x, int64_t n, float shift, float scale,
+                                            float* out) {
+  constexpr int64_t kLanes = sizeof(V) / sizeof(float);
+  V acc{};
   int64_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    const Vec8 e = fast_exp(load8(x + i) - shift);
+  for (; i + kLanes <= n; i += kLanes) {
+    const V e = exp_lanes(load_lanes<V>(x + i) - shift);
     acc += e;
-    if (out) store8(out + i, e * scale);
+    if (out) store_lanes(out + i, e * scale);
   }
   float total = 0.0f;
-  for (int l = 0; l < 8; ++l) total += acc[l];
+  for (int l = 0; l < kLanes; ++l) total += acc[l];
   for (; i < n; ++i) {
     const float e = fast_exp(x[i] - shift);
     total += e;
@@ -96,8 +123,9 @@ inline float row_exp(const float* x, int64_t n, float shift, float scale, float*
   return total;
 }
 
-inline float row_sum_exp(const float* x, int64_t n, float shift) {
-  return row_exp(x, n, shift, 1.0f, nullptr);
+template <class V = Vec8>
+[[gnu::always_inline]] inline float row_sum_exp(const float* x, int64_t n, float shift) {
+  return row_exp<V>(x, n, shift, 1.0f, nullptr);
 }
 
 }  // namespace braid::ops::cpu

@@ -23,6 +23,7 @@ void register_cpu_kernels(KernelRegistry& r) {
   r.add<EmbeddingBackwardKernel>(kCpu, cpu::embedding_backward);
   r.add<CrossEntropyForwardKernel>(kCpu, cpu::cross_entropy_forward);
   r.add<CrossEntropyBackwardKernel>(kCpu, cpu::cross_entropy_backward);
+  r.add<CrossEntropyFusedKernel>(kCpu, cpu::cross_entropy_fused);
   r.add<VocabShardMaxKernel>(kCpu, cpu::vocab_shard_max);
   r.add<VocabShardSumExpKernel>(kCpu, cpu::vocab_shard_sum_exp);
   r.add<VocabShardBackwardKernel>(kCpu, cpu::vocab_shard_backward);
