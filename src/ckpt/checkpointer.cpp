@@ -88,16 +88,16 @@ void Checkpointer::save(const nn::Module& model, const optim::Optimizer& optimiz
   std::set<std::string> not_mine = skip;
   not_mine.merge(
       whole_parameters_written_by_tp0(model, grid_.has_axis("tp") ? grid_.coord("tp") : 0));
-  const std::vector<optim::StateShard> shards = shards_to_write(owned, not_mine);
-  // Parameters no optimizer updates are replicated like the rest: replica 0 writes them.
-  const bool owns_unoptimized = grid_.coord("dp") == 0;
+  // Replicated state (and parameters no optimizer updates) is written by replica 0.
+  const bool first_replica = grid_.coord("dp") == 0;
+  const std::vector<optim::StateShard> shards = shards_to_write(owned, not_mine, first_replica);
   if (options_.mode == Mode::overlapped && options_.window > 1) {
     const auto* adamw = dynamic_cast<const optim::AdamW*>(&optimizer);
     BRAID_CHECK(adamw != nullptr,
                 "overlapped checkpoints replay AdamW; this optimizer is not AdamW (use "
                 "checkpoint.mode async)");
     // Unoptimized parameters never change: copied now, written with the window's state.
-    if (owns_unoptimized) job->entries = unoptimized_entries(model, optimizer, not_mine, true);
+    if (first_replica) job->entries = unoptimized_entries(model, optimizer, not_mine, true);
     job->specs = model.shard_specs();
     job->skip = not_mine;
     window_job_ = job;
@@ -106,7 +106,7 @@ void Checkpointer::save(const nn::Module& model, const optim::Optimizer& optimiz
     return;
   }
   RankState mine =
-      collect_rank_state(model, optimizer, shards, not_mine, /*copy=*/true, owns_unoptimized);
+      collect_rank_state(model, optimizer, shards, not_mine, /*copy=*/true, first_replica);
   job->entries = std::move(mine.entries);
   job->param_steps = std::move(mine.param_steps);
   if (options_.mode == Mode::sync) {
@@ -143,8 +143,11 @@ void Checkpointer::save_now(const nn::Module& model, const optim::Optimizer& opt
 
 void Checkpointer::before_update(const optim::OwnedState& owned, float lr, float grad_scale,
                                  bool skipped) {
-  if (window_)
-    window_->before_update(shards_to_write(owned, window_job_->skip), lr, grad_scale, skipped);
+  if (window_) window_->before_update(window_shards(owned), lr, grad_scale, skipped);
+}
+
+std::vector<optim::StateShard> Checkpointer::window_shards(const optim::OwnedState& owned) const {
+  return shards_to_write(owned, window_job_->skip, grid_.coord("dp") == 0);
 }
 
 void Checkpointer::after_update(const optim::OwnedState& owned,
@@ -153,7 +156,7 @@ void Checkpointer::after_update(const optim::OwnedState& owned,
   const int rank = grid_.world()->rank();
   const int64_t landing = window_job_->state.step + options_.window - 1;
   crash_if_requested(window_steps_left_ == 1 ? "replay" : "window", landing, rank);
-  const std::vector<optim::StateShard> shards = shards_to_write(owned, window_job_->skip);
+  const std::vector<optim::StateShard> shards = window_shards(owned);
   const bool copied = window_->after_update(shards);
   if (--window_steps_left_ > 0) return;
   BRAID_CHECK(copied, "overlapped checkpoint window ended before its last block was copied");

@@ -74,6 +74,20 @@ void restore(const fs::path& folder, const SliceIndex& index, const std::string&
   dst.copy_(want.slice(whole).reshape(dst.shape()));
 }
 
+// Fills the optimizer state of `live` (flat ranges of this rank's shards) from the saved slices.
+void restore_live(const fs::path& folder, const SliceIndex& index,
+                  const std::map<std::string, nn::ShardSpec>& shards,
+                  const optim::OwnedState& live) {
+  for (const optim::StateShard& s : live.shards) {
+    const nn::ShardSpec& spec = shards.at(s.name);
+    for (const auto& [state_name, view] : s.state) {
+      Tensor local = Tensor::empty({spec.local_numel()});
+      restore(folder, index, "optim/" + s.name + "/" + state_name, spec, local);
+      Tensor(view).copy_(local.narrow(0, s.begin, s.length));  // a view: writes the live state
+    }
+  }
+}
+
 }  // namespace
 
 bool has_committed_checkpoint(const std::string& dir) {
@@ -104,15 +118,15 @@ std::string resolve_checkpoint(const std::string& path) {
 
 TrainingState load_checkpoint(const std::string& path, nn::Module& model,
                               optim::Optimizer& optimizer, const dist::ParallelGrid& grid,
-                              const LoadOptions& options) {
+                              const LoadOptions& options, const optim::OwnedState* live) {
   Layout layout;
   for (const auto& axis : grid.axes()) layout[axis.name] = axis.size;
-  return load_checkpoint(path, model, optimizer, layout, options);
+  return load_checkpoint(path, model, optimizer, layout, options, live);
 }
 
 TrainingState load_checkpoint(const std::string& path, nn::Module& model,
                               optim::Optimizer& optimizer, const Layout& current,
-                              const LoadOptions& options) {
+                              const LoadOptions& options, const optim::OwnedState* live) {
   std::vector<std::string> candidates;
   try {
     candidates.push_back(resolve_checkpoint(path));
@@ -151,11 +165,13 @@ TrainingState load_checkpoint(const std::string& path, nn::Module& model,
       const auto shards = model.shard_specs();
       for (const auto& [name, param] : model.named_parameters())
         restore(folder, index, "model/" + name, shards.at(name), param.detach());
+      if (live) restore_live(folder, index, shards, *live);
       std::vector<int64_t> steps;
       for (size_t i = 0; i < optimizer.params().size(); ++i) {
         const std::string& name = optimizer.params()[i].name;
-        for (const auto& [state_name, t] : optimizer.param_state(i))
-          restore(folder, index, "optim/" + name + "/" + state_name, shards.at(name), t);
+        if (!live)
+          for (const auto& [state_name, t] : optimizer.param_state(i))
+            restore(folder, index, "optim/" + name + "/" + state_name, shards.at(name), t);
         auto s = manifest.param_steps().find(name);
         BRAID_CHECK(s != manifest.param_steps().end(),
                     "checkpoint {} has no optimizer step count for '{}'", folder.string(), name);

@@ -52,8 +52,10 @@ RankState collect_rank_state(const nn::Module& model, const optim::Optimizer& op
 }
 
 std::vector<optim::StateShard> shards_to_write(const optim::OwnedState& owned,
-                                               const std::set<std::string>& skip) {
+                                               const std::set<std::string>& skip,
+                                               bool first_replica) {
   std::vector<optim::StateShard> out;
+  if (owned.replicated && !first_replica) return out;
   for (const optim::StateShard& s : owned.shards)
     if (!skip.count(s.name)) out.push_back(s);
   return out;

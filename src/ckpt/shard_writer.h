@@ -22,9 +22,12 @@ struct ShardEntry {
   nn::ShardSpec shard;
 };
 
-// The shards of `owned` whose parameter is not in `skip` (written by another rank), in order.
+// The shards of `owned` this rank writes, in order: those whose parameter is not in `skip`
+// (written by another rank); none when the state is replicated over data parallelism and
+// this is not its first replica.
 std::vector<optim::StateShard> shards_to_write(const optim::OwnedState& owned,
-                                               const std::set<std::string>& skip);
+                                               const std::set<std::string>& skip,
+                                               bool first_replica);
 
 // What one rank writes: entries plus the update counts of its parameters.
 struct RankState {

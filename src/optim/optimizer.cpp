@@ -50,11 +50,6 @@ std::vector<std::pair<std::string, Tensor>> AdamW::param_state(size_t i) {
   return {{"exp_avg", exp_avg_[i]}, {"exp_avg_sq", exp_avg_sq_[i]}};
 }
 
-void AdamW::release_state() {
-  for (Tensor& t : exp_avg_) t = Tensor();
-  for (Tensor& t : exp_avg_sq_) t = Tensor();
-}
-
 std::vector<std::pair<std::string, Tensor>> Sgd::param_state(size_t i) {
   if (!buffers_.at(i).defined()) return {};
   return {{"momentum", buffers_[i]}};

@@ -207,6 +207,7 @@ optim::OwnedState DataParallel::owned_state(optim::Optimizer& optimizer) {
   if (!options_.zero1) return Strategy::owned_state(optimizer);
   optim::OwnedState out;
   out.steps_taken = step_;
+  out.replicated = false;
   for (const Segment& s : segments_) {
     optim::StateShard shard;
     shard.name = optimizer.params()[s.param].name;
@@ -249,22 +250,8 @@ void DataParallel::gather_optimizer_state(optim::Optimizer& optimizer) {
   optimizer.restore_steps(step_, std::vector<int64_t>(params_.size(), step_));
 }
 
-void DataParallel::scatter_optimizer_state(optim::Optimizer& optimizer) {
-  if (!options_.zero1) return;
-  autograd::NoGradGuard no_grad;
-  for (const Segment& s : segments_) {
-    const auto state = optimizer.param_state(s.param);
-    const int64_t within = s.flat_begin - param_offset_[s.param];
-    exp_avg_.narrow(0, s.shard_begin, s.length)
-        .copy_(
-            state.at(0).second.reshape({state.at(0).second.numel()}).narrow(0, within, s.length));
-    exp_avg_sq_.narrow(0, s.shard_begin, s.length)
-        .copy_(
-            state.at(1).second.reshape({state.at(1).second.numel()}).narrow(0, within, s.length));
-  }
-  step_ = optimizer.steps_taken();
-  // The whole moments the load filled are no longer needed: ZeRO-1 keeps only its chunks.
-  optimizer.release_state();
+void DataParallel::after_load(const optim::Optimizer& optimizer) {
+  if (options_.zero1) step_ = optimizer.steps_taken();
 }
 
 std::map<std::string, Tensor> DataParallel::state() const {

@@ -97,8 +97,6 @@ bool Strategy::is_shared(const Tensor& param) const {
 }
 
 optim::OwnedState Strategy::owned_state(optim::Optimizer& optimizer) {
-  if (grid_ != nullptr && grid_->has_axis("dp") && grid_->coord("dp") != 0)
-    return {{}, optimizer.steps_taken()};
   return optim::whole_parameters(optimizer);
 }
 

@@ -129,11 +129,14 @@ Trainer::Trainer(TrainConfig config, dist::ProcessGroupPtr world) : config_(std:
   const std::string& resume = config_.proto.resume();
   const bool latest = resume == "latest";
   if (!resume.empty() && (!latest || ckpt::has_committed_checkpoint(ck.dir()))) {
-    const ckpt::TrainingState state = ckpt::load_checkpoint(
-        latest ? ck.dir() : resume, *model_, *optimizer_, *grid_, {ck.reshard(), ck.fallback()});
+    // Straight into the state the strategy keeps live (under ZeRO-1 this rank's chunks only).
+    const optim::OwnedState live = strategy_->owned_state(*optimizer_);
+    const ckpt::TrainingState state =
+        ckpt::load_checkpoint(latest ? ck.dir() : resume, *model_, *optimizer_, *grid_,
+                              {ck.reshard(), ck.fallback()}, &live);
     step_ = state.step;
     train_sampler_->restore(state.sampler);
-    strategy_->scatter_optimizer_state(*optimizer_);
+    strategy_->after_load(*optimizer_);
   }
 
   peak_flops_ = measure_cpu_peak_flops();

@@ -94,6 +94,8 @@ class Checkpointer {
   void start_writer(std::shared_ptr<Pending> job);
   void finish_window(const std::vector<optim::StateShard>& shards, int64_t optimizer_steps,
                      const TrainingState& state);
+  // What of `owned` the open window copies: the same shards save() chose.
+  std::vector<optim::StateShard> window_shards(const optim::OwnedState& owned) const;
 
   CheckpointOptions options_;
   const dist::ParallelGrid& grid_;
@@ -120,14 +122,19 @@ std::string resolve_checkpoint(const std::string& path);
 
 // Loads a committed checkpoint into this rank's `model` (its shards, whatever layout saved
 // them) and `optimizer`, verifying the checksum of everything it reads, and returns the
-// training state. Reads only files; no communication.
+// training state. The optimizer state goes into `live` (a strategy's owned_state: ZeRO-1's
+// chunks, so no rank ever holds the whole state) when given, else into the optimizer's own
+// per-parameter state; the step counters always go to the optimizer. Reads only files; no
+// communication.
 TrainingState load_checkpoint(const std::string& path, nn::Module& model,
                               optim::Optimizer& optimizer, const dist::ParallelGrid& grid,
-                              const LoadOptions& options = {});
+                              const LoadOptions& options = {},
+                              const optim::OwnedState* live = nullptr);
 // The same for a layout given as axis sizes (offline tools: no process group needed).
 using Layout = std::map<std::string, int>;
 TrainingState load_checkpoint(const std::string& path, nn::Module& model,
                               optim::Optimizer& optimizer, const Layout& layout,
-                              const LoadOptions& options = {});
+                              const LoadOptions& options = {},
+                              const optim::OwnedState* live = nullptr);
 
 }  // namespace braid::ckpt

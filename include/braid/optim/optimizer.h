@@ -40,9 +40,6 @@ class Optimizer {
   // "momentum"), each shaped like the parameter; allocated (zeros) when not yet used, so a
   // loader can copy into them. Restoring the counters makes the next step continue exactly.
   virtual std::vector<std::pair<std::string, Tensor>> param_state(size_t i) { return {}; }
-  // Frees the per-parameter state (allocated again, as zeros, when next used): for a strategy
-  // that keeps the live state itself (ZeRO-1) once it has taken its part of a loaded state.
-  virtual void release_state() {}
   void restore_steps(int64_t steps_taken, const std::vector<int64_t>& param_steps);
 
  protected:
@@ -66,7 +63,6 @@ class AdamW : public Optimizer {
   const Tensor& exp_avg(size_t i) const { return exp_avg_.at(i); }
   const Tensor& exp_avg_sq(size_t i) const { return exp_avg_sq_.at(i); }
   std::vector<std::pair<std::string, Tensor>> param_state(size_t i) override;
-  void release_state() override;
 
  private:
   AdamWOptions options_;

@@ -1,6 +1,7 @@
-// The training state one rank owns: the pieces of parameters and optimizer state it updates
-// itself, as views of the live tensors. Checkpoints write exactly these (so each value is
-// written once, by its owner) and the overlapped window replays updates on copies of them.
+// The training state one rank holds and updates itself: pieces of parameters and optimizer
+// state, as views of the live tensors. Checkpoints write them (replicated state once, from
+// data-parallel rank 0) and load straight into them, and the overlapped window replays
+// updates on copies of them.
 #pragma once
 
 #include <string>
@@ -28,6 +29,9 @@ struct StateShard {
 struct OwnedState {
   std::vector<StateShard> shards;
   int64_t steps_taken = 0;  // optimizer steps completed (the owner's count)
+  // Every data-parallel rank holds the same shards (plain data parallelism); false when each
+  // holds its own part (ZeRO-1).
+  bool replicated = true;
 };
 
 // Every parameter of `optimizer` whole, with its own state and gradient: what a rank owns

@@ -42,10 +42,11 @@ class DataParallel final : public Strategy {
   double reduce_metric(double value) override;
   std::map<std::string, Tensor> state() const override;
   // ZeRO-1: every rank owns its chunks of the flat buffers (parameters and moments), cut at
-  // parameter boundaries, so each data-parallel rank writes its own part of a checkpoint.
+  // parameter boundaries, so each data-parallel rank writes and loads its own part of a
+  // checkpoint.
   optim::OwnedState owned_state(optim::Optimizer& optimizer) override;
+  void after_load(const optim::Optimizer& optimizer) override;
   void gather_optimizer_state(optim::Optimizer& optimizer) override;
-  void scatter_optimizer_state(optim::Optimizer& optimizer) override;
 
   // Observability for tests and the overlap benchmark.
   size_t num_buckets() const { return buckets_.size(); }

@@ -66,18 +66,18 @@ class Strategy {
   virtual double reduce_metric(double value) { return value; }
   // Extra state a checkpoint must hold to resume this strategy exactly.
   virtual std::map<std::string, Tensor> state() const { return {}; }
-  // What this rank owns of the parameters and optimizer state, as views of the live tensors:
-  // what its checkpoint shard holds and what an overlapped checkpoint replays. Every value
-  // must be owned by exactly one rank of the grid (shared copies and tp replicas aside, which
-  // the caller skips by name). Default: data-parallel rank 0 owns every parameter whole,
-  // the other replicas nothing.
+  // The parameters and optimizer state this rank holds and updates, as views of the live
+  // tensors: what its checkpoint shard holds (replicated state from data-parallel rank 0
+  // only), what a load fills in place and what an overlapped checkpoint replays. Default:
+  // every parameter whole with the optimizer's own state, replicated over data parallelism.
   virtual optim::OwnedState owned_state(optim::Optimizer& optimizer);
-  // A strategy that keeps the optimizer state itself (ZeRO-1): gather it into `optimizer`'s
-  // own per-parameter state (whole, on every rank), e.g. to inspect it; and after a load
-  // (which fills the optimizer's state), take it back from there. Collective over the
+  // After a load filled owned_state() and the optimizer's step counters: take what the
+  // strategy keeps itself (ZeRO-1: the step count). Default: nothing.
+  virtual void after_load(const optim::Optimizer& optimizer) {}
+  // A strategy that keeps the optimizer state itself (ZeRO-1): gathers it into `optimizer`'s
+  // own per-parameter state (whole, on every rank), to inspect it. Collective over the
   // strategy's groups. Default: nothing (the optimizer's state is the live one).
   virtual void gather_optimizer_state(optim::Optimizer& optimizer) {}
-  virtual void scatter_optimizer_state(optim::Optimizer& optimizer) {}
 
  protected:
   // All-reduces (sum) every shared parameter's gradient over its group, in share order.
