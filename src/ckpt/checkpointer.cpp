@@ -27,6 +27,7 @@ struct Checkpointer::Pending {
   std::vector<ShardEntry> entries;  // private copies: training changes the originals
   std::map<std::string, int64_t> param_steps;
   int64_t optimizer_steps = 0;
+  Mode mode = Mode::sync;  // how this one was taken (the final save_now of overlapped: async)
   // Overlapped: captured at the request, for the entries written when the window closes.
   std::map<std::string, nn::ShardSpec> specs;
   std::set<std::string> skip;
@@ -85,6 +86,7 @@ void Checkpointer::save(const nn::Module& model, const optim::Optimizer& optimiz
   auto job = std::make_shared<Pending>();
   job->state = state;
   job->optimizer_steps = owned.steps_taken;
+  job->mode = options_.mode;
   std::set<std::string> not_mine = skip;
   not_mine.merge(
       whole_parameters_written_by_tp0(model, grid_.has_axis("tp") ? grid_.coord("tp") : 0));
@@ -214,7 +216,7 @@ void Checkpointer::write_and_commit(const std::shared_ptr<Pending>& job) {
     global.mutable_sampler()->set_position(job->state.sampler.position);
     global.set_config(job->state.config);
     const char* modes[] = {"sync", "async", "overlapped"};
-    global.set_mode(modes[static_cast<int>(options_.mode)]);
+    global.set_mode(modes[static_cast<int>(job->mode)]);
     global.set_created_unix(std::chrono::duration_cast<std::chrono::seconds>(
                                 std::chrono::system_clock::now().time_since_epoch())
                                 .count());

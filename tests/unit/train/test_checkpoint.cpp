@@ -15,6 +15,7 @@
 #include "braid/data/token_shard.h"
 #include "braid/parallel/strategy.h"
 #include "braid/train/trainer.h"
+#include "ckpt/format.h"  // the manifest (private to libbraid)
 #include "support/test_util.h"
 
 namespace braid::train {
@@ -288,6 +289,24 @@ TEST_F(CheckpointTest, ResumingFromAnOverlappedCheckpointIsBitwiseExact) {
   Trainer resumed(config("overlapped", 40, "latest", "window: 4"));
   for (int i = 20; i < 40; ++i) EXPECT_EQ(resumed.train_step().loss, expected[i]) << i + 1;
   EXPECT_EQ(parameters_of(resumed), parameters_of(straight));
+}
+
+// The manifest says how each checkpoint was taken: a window's as overlapped, the final save
+// of an overlapped run (which cannot wait for a window to close) as async.
+TEST_F(CheckpointTest, TheManifestSaysHowEachCheckpointWasTaken) {
+  Trainer t(config("overlapped", 10, "", "window: 2"));
+  for (int i = 0; i < 3; ++i) t.train_step();
+  t.save_checkpoint();  // the window lands after step 4
+  for (int i = 0; i < 2; ++i) t.train_step();
+  t.save_checkpoint(/*now=*/true);
+  t.wait_for_checkpoint();
+  auto mode_of = [&](const std::string& step_folder) {
+    ckpt::proto::Manifest manifest;
+    ckpt::read_message(dir_ / "ckpt" / step_folder / "manifest.pb", manifest);
+    return manifest.mode();
+  };
+  EXPECT_EQ(mode_of("step_00000004"), "overlapped");
+  EXPECT_EQ(mode_of("step_00000005"), "async");
 }
 
 // The window's replay directly: a skipped step and a parameter without a gradient inside the
