@@ -97,7 +97,7 @@ std::vector<float> losses(train::Trainer& t, int steps) {
 TEST_F(CheckpointLayouts, ResumingUnderTheSavingLayoutIsBitwiseExact) {
   std::vector<Layout> layouts;
   if (size() == 2) layouts = {{1, 2, 1}, {1, 1, 2}, {2, 1, 1}, {1, 1, 2, "", "zero1"}};
-  if (size() == 4) layouts = {{2, 2, 1}, {1, 2, 2}, {2, 1, 2, "", "zero1"}};
+  if (size() == 4) layouts = {{2, 2, 1}, {1, 2, 2}, {2, 1, 2, "", "zero1"}, {1, 2, 2, "", "zero1"}};
   if (layouts.empty()) GTEST_SKIP() << "run on 2 and 4 ranks";
   for (const std::string mode : {"async", "overlapped"}) {
     const int landing = mode == "async" ? 6 : 8;
