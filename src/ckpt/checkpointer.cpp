@@ -66,6 +66,12 @@ void Checkpointer::wait() {
 void Checkpointer::save(const nn::Module& model, const optim::Optimizer& optimizer,
                         const optim::OwnedState& owned, const TrainingState& state,
                         const std::set<std::string>& skip) {
+  save_as(options_.mode, model, optimizer, owned, state, skip);
+}
+
+void Checkpointer::save_as(Mode mode, const nn::Module& model, const optim::Optimizer& optimizer,
+                           const optim::OwnedState& owned, const TrainingState& state,
+                           const std::set<std::string>& skip) {
   if (window_open()) {
     log().info(
         "checkpoint request at step {} skipped: the overlapped checkpoint window is "
@@ -86,14 +92,14 @@ void Checkpointer::save(const nn::Module& model, const optim::Optimizer& optimiz
   auto job = std::make_shared<Pending>();
   job->state = state;
   job->optimizer_steps = owned.steps_taken;
-  job->mode = options_.mode;
+  job->mode = mode;
   std::set<std::string> not_mine = skip;
   not_mine.merge(
       whole_parameters_written_by_tp0(model, grid_.has_axis("tp") ? grid_.coord("tp") : 0));
   // Replicated state (and parameters no optimizer updates) is written by replica 0.
   const bool first_replica = grid_.coord("dp") == 0;
   const std::vector<optim::StateShard> shards = shards_to_write(owned, not_mine, first_replica);
-  if (options_.mode == Mode::overlapped && options_.window > 1) {
+  if (mode == Mode::overlapped && options_.window > 1) {
     const auto* adamw = dynamic_cast<const optim::AdamW*>(&optimizer);
     BRAID_CHECK(adamw != nullptr,
                 "overlapped checkpoints replay AdamW; this optimizer is not AdamW (use "
@@ -111,7 +117,7 @@ void Checkpointer::save(const nn::Module& model, const optim::Optimizer& optimiz
       collect_rank_state(model, optimizer, shards, not_mine, /*copy=*/true, first_replica);
   job->entries = std::move(mine.entries);
   job->param_steps = std::move(mine.param_steps);
-  if (options_.mode == Mode::sync) {
+  if (mode == Mode::sync) {
     write_and_commit(job);
     return;
   }
@@ -137,10 +143,8 @@ void Checkpointer::save_now(const nn::Module& model, const optim::Optimizer& opt
   window_.reset();
   window_job_.reset();
   window_steps_left_ = 0;
-  const Mode mode = options_.mode;
-  if (mode == Mode::overlapped) options_.mode = Mode::async;
-  save(model, optimizer, owned, state, skip);
-  options_.mode = mode;
+  save_as(options_.mode == Mode::overlapped ? Mode::async : options_.mode, model, optimizer, owned,
+          state, skip);
 }
 
 void Checkpointer::before_update(const optim::OwnedState& owned, float lr, float grad_scale,

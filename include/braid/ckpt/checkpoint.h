@@ -90,6 +90,9 @@ class Checkpointer {
 
  private:
   struct Pending;
+  void save_as(Mode mode, const nn::Module& model, const optim::Optimizer& optimizer,
+               const optim::OwnedState& owned, const TrainingState& state,
+               const std::set<std::string>& skip);
   void write_and_commit(const std::shared_ptr<Pending>& job);
   void start_writer(std::shared_ptr<Pending> job);
   void finish_window(const std::vector<optim::StateShard>& shards, int64_t optimizer_steps,
