@@ -78,6 +78,14 @@ bool use_avx512() {
 }
 #endif
 
+// The rest of a gradient row once its first num_classes entries hold scale * softmax: the
+// padding columns get no gradient and the target's entry loses scale. An ignored row is all 0.
+void finish_grad_row(float* drow, int64_t vp, int64_t num_classes, int32_t target, bool ignored,
+                     float scale) {
+  for (int64_t i = ignored ? 0 : num_classes; i < vp; ++i) drow[i] = 0.0f;
+  if (!ignored) drow[target] -= scale;
+}
+
 }  // namespace
 
 void cross_entropy_forward(const Tensor& logits, const Tensor& targets, int64_t num_classes,
@@ -109,14 +117,9 @@ void cross_entropy_backward(const Tensor& logits, const Tensor& targets, const T
 #pragma omp parallel for
   for (int64_t r = 0; r < rows; ++r) {
     float* drow = dx + r * vp;
-    const float* row = x + r * vp;
-    if (t[r] == ignore_index) {
-      for (int64_t i = 0; i < vp; ++i) drow[i] = 0.0f;
-      continue;
-    }
-    softmax_of(row, num_classes, l[r], scale, drow);
-    for (int64_t i = num_classes; i < vp; ++i) drow[i] = 0.0f;
-    drow[t[r]] -= scale;
+    const bool ignored = t[r] == ignore_index;
+    if (!ignored) softmax_of(x + r * vp, num_classes, l[r], scale, drow);
+    finish_grad_row(drow, vp, num_classes, t[r], ignored, scale);
   }
 }
 
@@ -132,14 +135,9 @@ void cross_entropy_fused(const Tensor& logits, const Tensor& targets, int64_t nu
   for (int64_t r = 0; r < rows; ++r) {
     float* drow = dx + r * vp;
     const float* row = x + r * vp;
-    if (t[r] == ignore_index) {
-      loss[r] = 0.0f;
-      for (int64_t i = 0; i < vp; ++i) drow[i] = 0.0f;
-      continue;
-    }
-    loss[r] = lse_softmax_of(row, num_classes, scale, drow) - row[t[r]];
-    for (int64_t i = num_classes; i < vp; ++i) drow[i] = 0.0f;
-    drow[t[r]] -= scale;
+    const bool ignored = t[r] == ignore_index;
+    loss[r] = ignored ? 0.0f : lse_softmax_of(row, num_classes, scale, drow) - row[t[r]];
+    finish_grad_row(drow, vp, num_classes, t[r], ignored, scale);
   }
 }
 
