@@ -16,6 +16,7 @@
 
 #include "braid/core/logging.h"
 #include "braid/dist/collective_log.h"
+#include "dist/mpi_ring.h"
 #include "dist/mpi_runtime.h"
 
 namespace braid::dist {
@@ -23,9 +24,18 @@ namespace detail {
 
 class MpiWork;
 
-// One issued operation. Collectives run as one blocking call on the progress thread; send and recv
-// are posted as one request and tested until done, so later operations can be posted meanwhile (a
-// ring where everyone sends first must not deadlock).
+// What a collective runs with: the group's communicator, the one reserved for braid's ring
+// collectives (mpi_ring.h), and the ring's "keep waiting?" test, false once the group failed.
+struct RunContext {
+  MPI_Comm comm;
+  MPI_Comm ring_comm;
+  const KeepWaiting& keep_waiting;
+};
+
+// One issued operation. Collectives run to completion on the progress thread, as one blocking
+// MPI call or as a polled ring that gives up when the group fails; send and recv are posted as one
+// request and tested until done, so later operations can be posted meanwhile (a ring where
+// everyone sends first must not deadlock).
 struct PendingOp {
   OpKind kind = OpKind::none;
   int64_t seq = 0;
@@ -33,7 +43,8 @@ struct PendingOp {
   int tag = 0;
   std::string detail;
   std::chrono::milliseconds timeout{0};
-  std::function<void(MPI_Comm)> run;
+  std::function<void(const RunContext&)> run;
+  bool polled = false;  // `run` is a ring that gives up when the group fails (never stuck in MPI)
   std::function<void(MPI_Comm, MPI_Request*)> post;
   std::function<void(const MPI_Status&)> check;  // recv: validates what arrived
   MPI_Request request = MPI_REQUEST_NULL;
@@ -43,6 +54,9 @@ struct PendingOp {
   // Written by the progress thread; read by the watchdog to find the oldest unfinished op.
   std::atomic<bool> finished{false};
   std::exception_ptr error;  // set before `finished`
+  // A ring that gave up when the group failed: MPI may still write into its tensors, so the op
+  // is leaked, never freed.
+  bool abandoned = false;
 };
 
 class MpiGroupState;
@@ -67,9 +81,10 @@ class MpiWork final : public Work {
 class MpiGroupState final : public MonitoredGroup,
                             public std::enable_shared_from_this<MpiGroupState> {
  public:
-  MpiGroupState(MPI_Comm comm, uint64_t key, std::string name, int rank, int size,
-                std::vector<int> world_ranks)
+  MpiGroupState(MPI_Comm comm, MPI_Comm ring_comm, uint64_t key, std::string name, int rank,
+                int size, std::vector<int> world_ranks)
       : comm_(comm),
+        ring_comm_(ring_comm),
         key_(key),
         name_(std::move(name)),
         rank_(rank),
@@ -124,7 +139,10 @@ class MpiGroupState final : public MonitoredGroup,
   std::optional<StuckOp> take_expired(std::chrono::steady_clock::time_point now) override {
     std::lock_guard lock(mutex_);
     if (failure_ || diagnosing_) return std::nullopt;
-    for (const auto& op : active_) {
+    std::vector<const PendingOp*> running;
+    if (caller_op_) running.push_back(caller_op_.get());
+    for (const auto& op : active_) running.push_back(op.get());
+    for (const PendingOp* op : running) {
       if (op->finished.load(std::memory_order_acquire)) continue;
       if (now - op->started < op->timeout) return std::nullopt;
       diagnosing_ = true;
@@ -151,7 +169,8 @@ class MpiGroupState final : public MonitoredGroup,
       std::lock_guard lock(mutex_);
       diagnosing_ = false;
       if (failure_) return;
-      bool still_running = false;
+      bool still_running =
+          caller_op_ && caller_op_->ticket == stuck.ticket && !caller_op_->finished.load();
       for (const auto& op : active_)
         if (op->ticket == stuck.ticket) still_running = !op->finished.load();
       if (!still_running) {
@@ -177,12 +196,12 @@ class MpiGroupState final : public MonitoredGroup,
     queue_cv_.notify_all();
     // Queued operations still run (the peers expect them); the watchdog bounds the wait by failing
     // the group at its timeout. A failed group's thread may be stuck in MPI for good.
-    cv_.wait(lock, [&] { return thread_exited_ || (failure_ && in_mpi_); });
+    cv_.wait(lock, [&] { return (thread_exited_ && !caller_op_) || (failure_ && in_mpi_); });
     closed_ = true;
     if (thread_exited_) {
       lock.unlock();
       thread_.join();
-      if (MpiRuntime::active()) MPI_Comm_free(&comm_);
+      free_communicators();
     } else {
       detached_ = true;
       MpiRuntime::get().thread_detached_in_mpi();
@@ -195,8 +214,44 @@ class MpiGroupState final : public MonitoredGroup,
     MpiRuntime::get().remove_group(key_);
   }
 
+  // Runs the operation of `work` on the calling thread when it is next in line, is a polled
+  // ring, and the progress thread is not running an operation. A wait() right after the issue
+  // then skips the hand-off to the progress thread and the wake-up back (together 15-30 us per
+  // operation when measured, docs/performance.md). A ring still gives up when the group fails
+  // (the watchdog sees the op), so wait() keeps its timeout and diagnosis. Blocking MPI calls
+  // stay on the progress thread, which may be left inside one.
+  void run_if_next(const MpiWork& work) {
+    std::unique_lock lock(mutex_);
+    if (failure_ || caller_op_ || executing_ || queue_.empty()) return;
+    if (queue_.front()->work.get() != &work || !queue_.front()->polled) return;
+    caller_op_ = std::move(queue_.front());
+    queue_.pop_front();
+    PendingOp& op = *caller_op_;
+    op.started = std::chrono::steady_clock::now();
+    started_ = op.seq;
+    started_op_ = op.kind;
+    lock.unlock();
+    collective_log().mark_started(op.ticket);
+    execute(op);
+    lock.lock();
+    if (op.error && !failure_) fail_locked(op.error, 0);
+    if (!op.error) completed_ = op.seq;
+    complete_locked(*op.work, op.error, op.ticket,
+                    op.error ? CollectiveStatus::failed : CollectiveStatus::done);
+    if (op.abandoned) {
+      caller_op_.release();  // NOLINT(bugprone-unused-return-value): see PendingOp::abandoned
+    } else {
+      caller_op_.reset();
+    }
+    queue_cv_.notify_one();  // the progress thread may start what was queued behind it
+    cv_.notify_all();        // shutdown() waits for the caller's op too
+  }
+
  private:
   friend class MpiWork;
+
+  // The progress thread may start the front of the queue: nothing runs on a caller's thread.
+  bool may_start_next_locked() const { return !queue_.empty() && !caller_op_; }
 
   void run() {
     pthread_setname_np(pthread_self(), "braid-mpi-pg");
@@ -205,10 +260,12 @@ class MpiGroupState final : public MonitoredGroup,
     for (;;) {
       retire_locked();
       if (failure_) break;
-      if (queue_.empty()) {
+      if (!may_start_next_locked()) {
         if (active_.empty()) {
-          if (stopping_) break;
-          queue_cv_.wait(lock, [&] { return !queue_.empty() || stopping_ || failure_; });
+          if (stopping_ && !caller_op_) break;
+          queue_cv_.wait(lock, [&] {
+            return may_start_next_locked() || (stopping_ && !caller_op_) || failure_;
+          });
           poll = std::chrono::microseconds(20);
           continue;
         }
@@ -218,7 +275,7 @@ class MpiGroupState final : public MonitoredGroup,
         lock.lock();
         if (progressed) {
           poll = std::chrono::microseconds(20);
-        } else if (queue_.empty() && !failure_) {
+        } else if (!may_start_next_locked() && !failure_) {
           queue_cv_.wait_for(lock, poll);
           poll = std::min<std::chrono::microseconds>(poll * 2, std::chrono::milliseconds(1));
         }
@@ -233,12 +290,14 @@ class MpiGroupState final : public MonitoredGroup,
         started_op_ = op->kind;
       }
       active_.push_back(std::move(owned));
-      in_mpi_ = static_cast<bool>(op->run);
+      in_mpi_ = op->run && !op->polled;
+      executing_ = true;
       lock.unlock();
       collective_log().mark_started(op->ticket);
       execute(*op);
       lock.lock();
       in_mpi_ = false;
+      executing_ = false;
       if (op->error && is_collective(op->kind) && !failure_) {
         // A collective that failed inside MPI leaves the members out of step for good.
         fail_locked(op->error, 0);
@@ -249,20 +308,30 @@ class MpiGroupState final : public MonitoredGroup,
     cv_.notify_all();
     if (detached_) {
       lock.unlock();
-      if (MpiRuntime::active()) MPI_Comm_free(&comm_);
+      free_communicators();
       MpiRuntime::get().detached_thread_left_mpi();
     }
+  }
+
+  void free_communicators() {
+    if (!MpiRuntime::active()) return;
+    MPI_Comm_free(&comm_);
+    MPI_Comm_free(&ring_comm_);
   }
 
   void execute(PendingOp& op) {
     try {
       if (op.run) {
-        op.run(comm_);
+        op.run(RunContext{comm_, ring_comm_, keep_waiting_});
         op.finished.store(true, std::memory_order_release);
       } else {
         op.post(comm_, &op.request);
         test_one(op);
       }
+    } catch (const RingAbandoned&) {
+      op.abandoned = true;
+      op.error = std::current_exception();
+      op.finished.store(true, std::memory_order_release);
     } catch (...) {
       op.error = std::current_exception();
       op.finished.store(true, std::memory_order_release);
@@ -320,6 +389,7 @@ class MpiGroupState final : public MonitoredGroup,
       if (is_collective(op->kind) && !op->error) completed_ = op->seq;
       complete_locked(*op->work, op->error, op->ticket,
                       op->error ? CollectiveStatus::failed : CollectiveStatus::done);
+      if (op->abandoned) op.release();  // NOLINT(bugprone-unused-return-value): see `abandoned`
     }
   }
 
@@ -337,6 +407,11 @@ class MpiGroupState final : public MonitoredGroup,
   // still write into them.
   void fail_locked(std::exception_ptr error, uint64_t timed_out_ticket) {
     failure_ = error;
+    failed_.store(true, std::memory_order_release);
+    if (caller_op_)
+      complete_locked(*caller_op_->work, error, caller_op_->ticket,
+                      caller_op_->ticket == timed_out_ticket ? CollectiveStatus::timed_out
+                                                             : CollectiveStatus::failed);
     for (auto& op : active_)
       complete_locked(
           *op->work, error, op->ticket,
@@ -348,6 +423,7 @@ class MpiGroupState final : public MonitoredGroup,
   }
 
   MPI_Comm comm_;
+  MPI_Comm ring_comm_;
   const uint64_t key_;
   const std::string name_;
   const int rank_;
@@ -364,16 +440,21 @@ class MpiGroupState final : public MonitoredGroup,
   int64_t completed_ = 0;
   OpKind started_op_ = OpKind::none;
   std::exception_ptr failure_;
+  std::atomic<bool> failed_{false};  // failure_ is set; read by rings without the lock
+  const KeepWaiting keep_waiting_ = [this] { return !failed_.load(std::memory_order_acquire); };
   bool diagnosing_ = false;
   bool stopping_ = false;
   bool closed_ = false;
-  bool in_mpi_ = false;  // inside a blocking collective
+  bool in_mpi_ = false;     // inside a blocking MPI collective, which cannot be abandoned
+  bool executing_ = false;  // the progress thread is running an operation
+  std::unique_ptr<PendingOp> caller_op_;  // an operation running on a waiting caller's thread
   bool thread_exited_ = false;
   bool detached_ = false;
   std::thread thread_;
 };
 
 void MpiWork::wait() {
+  if (!done_hint_.load(std::memory_order_acquire)) group_->run_if_next(*this);
   // Most waits come right after the issue. Yielding in a short loop first lets the progress
   // thread run and usually catches the completion without a sleep/wake round trip, which
   // otherwise costs more than the transfer itself for messages of a few MiB.
@@ -528,10 +609,19 @@ bool overlaps(const Tensor& a, const Tensor& b) {
   return a.nbytes() > 0 && b.nbytes() > 0 && pa < pb + b.nbytes() && pb < pa + a.nbytes();
 }
 
-std::vector<int> chunk_counts(int64_t total, int parts) {
-  std::vector<int> counts(parts);
-  for (int i = 0; i < parts; ++i) counts[i] = static_cast<int>(chunk_size(total, parts, i));
-  return counts;
+const void* chunk_address(const Tensor& t, int parts, int index) {
+  return static_cast<const char*>(t.data_ptr()) +
+         chunk_offset(t.numel(), parts, index) * dtype_size(t.dtype());
+}
+
+// What a ring reads `src` from: src itself, or a copy of it when it overlaps `dst` other than
+// in the one in-place layout the ring supports (mpi_ring.h).
+const void* ring_source(const Tensor& src, const Tensor& dst, bool in_place,
+                        std::vector<char>& copy) {
+  if (in_place || !overlaps(src, dst)) return src.data_ptr();
+  const auto* bytes = static_cast<const char*>(src.data_ptr());
+  copy.assign(bytes, bytes + src.nbytes());
+  return copy.data();
 }
 
 std::unique_ptr<PendingOp> new_op(OpKind kind, std::string detail, std::chrono::milliseconds t) {
@@ -560,7 +650,12 @@ MpiProcessGroup::MpiProcessGroup(Adopt, MPI_Comm owned, std::string name,
   // Every member must register the group under the same key for the control channel.
   uint64_t key = rank() == 0 ? MpiRuntime::get().new_group_key() : 0;
   BRAID_MPI_CHECK(MPI_Bcast(&key, 1, MPI_UINT64_T, 0, owned));
-  state_ = std::make_shared<detail::MpiGroupState>(owned, key, this->name(), rank(), size(),
+  // braid's ring collectives get a communicator of their own, so their point-to-point messages
+  // never match the group's send/recv.
+  MPI_Comm ring = MPI_COMM_NULL;
+  BRAID_MPI_CHECK(MPI_Comm_dup(owned, &ring));
+  BRAID_MPI_CHECK(MPI_Comm_set_errhandler(ring, MPI_ERRORS_RETURN));
+  state_ = std::make_shared<detail::MpiGroupState>(owned, ring, key, this->name(), rank(), size(),
                                                    world_ranks());
   MpiRuntime::get().add_group(state_);
   state_->start();
@@ -603,7 +698,8 @@ WorkPtr MpiProcessGroup::all_reduce(Tensor& tensor, ReduceOp op) {
   check_tensor(*this, tensor, "all_reduce", "tensor");
   auto pending =
       new_op(OpKind::all_reduce, fmt::format("{} {}", tensor.str(), reduce_op_name(op)), timeout());
-  pending->run = [t = tensor, op, size = size()](MPI_Comm comm) {
+  pending->run = [t = tensor, op, size = size()](const detail::RunContext& ctx) {
+    MPI_Comm comm = ctx.comm;
     const int n = static_cast<int>(t.numel());
     if (is_half(t.dtype())) {
       std::vector<float> values = widen(t.data_ptr(), t.dtype(), n);
@@ -634,25 +730,22 @@ WorkPtr MpiProcessGroup::reduce_scatter(const Tensor& input, Tensor& output, Red
   auto pending =
       new_op(OpKind::reduce_scatter,
              fmt::format("{} -> {} {}", input.str(), output.str(), reduce_op_name(op)), timeout());
-  pending->run = [in = input, out = output, op, size = size()](MPI_Comm comm) {
-    const std::vector<int> counts = chunk_counts(in.numel(), size);
+  pending->polled = true;
+  pending->run = [in = input, out = output, op, size = size(),
+                  rank = rank()](const detail::RunContext& ctx) {
     if (is_half(in.dtype())) {
       std::vector<float> send = widen(in.data_ptr(), in.dtype(), in.numel());
       std::vector<float> recv(static_cast<size_t>(out.numel()));
-      BRAID_MPI_CHECK(
-          MPI_Reduce_scatter(send.data(), recv.data(), counts.data(), MPI_FLOAT, mpi_op(op), comm));
+      detail::ring_reduce_scatter(send.data(), recv.data(), in.numel(), DType::f32, op,
+                                  ctx.ring_comm, ctx.keep_waiting);
       if (op == ReduceOp::avg) divide(recv.data(), DType::f32, out.numel(), size);
       narrow(recv, out.dtype(), out.data_ptr());
       return;
     }
-    const void* send = in.data_ptr();
     std::vector<char> copy;
-    if (overlaps(in, out)) {  // MPI forbids aliasing other than MPI_IN_PLACE's layout
-      copy.assign(static_cast<const char*>(send), static_cast<const char*>(send) + in.nbytes());
-      send = copy.data();
-    }
-    BRAID_MPI_CHECK(MPI_Reduce_scatter(send, out.data_ptr(), counts.data(),
-                                       mpi_datatype(in.dtype()), mpi_op(op), comm));
+    const bool in_place = out.data_ptr() == chunk_address(in, size, rank);
+    detail::ring_reduce_scatter(ring_source(in, out, in_place, copy), out.data_ptr(), in.numel(),
+                                in.dtype(), op, ctx.ring_comm, ctx.keep_waiting);
     if (op == ReduceOp::avg) divide(out.data_ptr(), out.dtype(), out.numel(), size);
   };
   return state_->issue(std::move(pending), input.dtype(), total);
@@ -672,22 +765,13 @@ WorkPtr MpiProcessGroup::all_gather(const Tensor& input, Tensor& output) {
               input.str());
   auto pending =
       new_op(OpKind::all_gather, fmt::format("{} -> {}", input.str(), output.str()), timeout());
-  pending->run = [in = input, out = output, size = size(), rank = rank()](MPI_Comm comm) {
-    const std::vector<int> counts = chunk_counts(out.numel(), size);
-    std::vector<int> displs(size);
-    for (int i = 0; i < size; ++i) displs[i] = static_cast<int>(chunk_offset(out.numel(), size, i));
-    const MPI_Datatype type = mpi_datatype(in.dtype());
-    const size_t esize = dtype_size(in.dtype());
-    const void* send = in.data_ptr();
+  pending->polled = true;
+  pending->run = [in = input, out = output, size = size(),
+                  rank = rank()](const detail::RunContext& ctx) {
     std::vector<char> copy;
-    if (send == static_cast<char*>(out.data_ptr()) + displs[rank] * esize) {
-      send = MPI_IN_PLACE;  // the caller gathered into its own slot
-    } else if (overlaps(in, out)) {
-      copy.assign(static_cast<const char*>(send), static_cast<const char*>(send) + in.nbytes());
-      send = copy.data();
-    }
-    BRAID_MPI_CHECK(MPI_Allgatherv(send, counts[rank], type, out.data_ptr(), counts.data(),
-                                   displs.data(), type, comm));
+    const bool in_place = in.data_ptr() == chunk_address(out, size, rank);
+    detail::ring_all_gather(ring_source(in, out, in_place, copy), out.data_ptr(), out.numel(),
+                            in.dtype(), ctx.ring_comm, ctx.keep_waiting);
   };
   return state_->issue(std::move(pending), input.dtype(), total);
 }
@@ -699,9 +783,9 @@ WorkPtr MpiProcessGroup::broadcast(Tensor& tensor, int root) {
               size());
   auto pending =
       new_op(OpKind::broadcast, fmt::format("{} from rank {}", tensor.str(), root), timeout());
-  pending->run = [t = tensor, root](MPI_Comm comm) {
-    BRAID_MPI_CHECK(
-        MPI_Bcast(t.data_ptr(), static_cast<int>(t.numel()), mpi_datatype(t.dtype()), root, comm));
+  pending->run = [t = tensor, root](const detail::RunContext& ctx) {
+    BRAID_MPI_CHECK(MPI_Bcast(t.data_ptr(), static_cast<int>(t.numel()), mpi_datatype(t.dtype()),
+                              root, ctx.comm));
   };
   return state_->issue(std::move(pending), tensor.dtype(), tensor.numel());
 }
@@ -759,7 +843,7 @@ WorkPtr MpiProcessGroup::recv(Tensor& tensor, int src, int tag) {
 
 WorkPtr MpiProcessGroup::barrier() {
   auto pending = new_op(OpKind::barrier, "-", timeout());
-  pending->run = [](MPI_Comm comm) { BRAID_MPI_CHECK(MPI_Barrier(comm)); };
+  pending->run = [](const detail::RunContext& ctx) { BRAID_MPI_CHECK(MPI_Barrier(ctx.comm)); };
   return state_->issue(std::move(pending), DType::u8, 0);
 }
 
@@ -769,8 +853,9 @@ std::shared_ptr<ProcessGroup> MpiProcessGroup::split_by_color(int color, int key
   auto pending =
       new_op(OpKind::split, fmt::format("'{}' color {} key {}", name, color, key), timeout());
   // MPI_UNDEFINED makes MPI_Comm_split return MPI_COMM_NULL for ranks joining no group.
-  pending->run = [result, color = color < 0 ? MPI_UNDEFINED : color, key](MPI_Comm comm) {
-    BRAID_MPI_CHECK(MPI_Comm_split(comm, color, key, result.get()));
+  pending->run = [result, color = color < 0 ? MPI_UNDEFINED : color,
+                  key](const detail::RunContext& ctx) {
+    BRAID_MPI_CHECK(MPI_Comm_split(ctx.comm, color, key, result.get()));
   };
   state_->issue(std::move(pending), DType::i32, 1)->wait();
   if (*result == MPI_COMM_NULL) return nullptr;

@@ -138,6 +138,77 @@ TEST_F(DistTest, ReduceScatterMaxAndAvg) {
   for (float v : out.to_vector()) EXPECT_EQ(v, (n + 1) / 2.0f);
 }
 
+// Every reduction op on every dtype the ring reduces itself, over a buffer of a few hundred
+// thousand elements (several ring steps of real size, uneven chunks).
+TEST_F(DistTest, ReduceScatterEveryOpAndExactDtype) {
+  const int n = size();
+  const int64_t total = 300007;
+  for (DType dtype : kExactTypes) {
+    for (ReduceOp op : {ReduceOp::sum, ReduceOp::avg, ReduceOp::max, ReduceOp::min}) {
+      // Element i of rank r: (r + 1) + (i % 5), so every reduction has a closed form.
+      std::vector<float> values(total);
+      for (int64_t i = 0; i < total; ++i) values[i] = static_cast<float>(rank() + 1 + i % 5);
+      Tensor in = Tensor::from_vector(values, {total}).to(dtype);
+      Tensor out = Tensor::empty({chunk_size(total, n, rank())}, dtype);
+      world().reduce_scatter(in, out, op)->wait();
+      const int64_t offset = chunk_offset(total, n, rank());
+      for (int64_t j = 0; j < out.numel(); ++j) {
+        const double base = static_cast<double>((offset + j) % 5);
+        double want = 0;
+        switch (op) {
+          case ReduceOp::sum:
+            want = n * base + n * (n + 1) / 2.0;
+            break;
+          case ReduceOp::avg:
+            want = dtype == DType::f32 ? base + (n + 1) / 2.0
+                                       : std::trunc((n * base + n * (n + 1) / 2.0) / n);
+            break;
+          case ReduceOp::max:
+            want = base + n;
+            break;
+          case ReduceOp::min:
+            want = base + 1;
+            break;
+        }
+        ASSERT_EQ(value_at(out, j), want)
+            << dtype_name(dtype) << " " << reduce_op_name(op) << " element " << offset + j;
+      }
+    }
+  }
+}
+
+// The ring folds chunk i from rank i + 1 onward: ((x[i+1] + x[i+2]) + ...) + x[i]. With values
+// of very different magnitudes f32 addition is far from associative, so only that exact order
+// reproduces the result bit for bit.
+TEST_F(DistTest, ReduceScatterFoldsInRingOrder) {
+  const int n = size();
+  const int64_t total = 4099;
+  auto contribution = [](int r, int64_t i) {
+    return static_cast<float>(std::sin(1.7 * r + 0.37 * i) * std::pow(10.0, (r * 3 + i) % 9 - 4));
+  };
+  std::vector<float> mine(total);
+  for (int64_t i = 0; i < total; ++i) mine[i] = contribution(rank(), i);
+  Tensor in = Tensor::from_vector(mine, {total});
+  Tensor out = Tensor::empty({chunk_size(total, n, rank())});
+  world().reduce_scatter(in, out)->wait();
+  const int64_t offset = chunk_offset(total, n, rank());
+  for (int64_t j = 0; j < out.numel(); ++j) {
+    float want = contribution((rank() + 1) % n, offset + j);
+    for (int k = 2; k <= n; ++k) want += contribution((rank() + k) % n, offset + j);
+    ASSERT_EQ(out.data<float>()[j], want) << "element " << offset + j;
+  }
+}
+
+// The output may be the input's own chunk (the ZeRO-1 flat buffers do this).
+TEST_F(DistTest, ReduceScatterInPlaceIntoOwnChunk) {
+  const int n = size();
+  const int64_t total = 1001;
+  Tensor in = Tensor::full({total}, static_cast<float>(rank() + 1));
+  Tensor own = in.narrow(0, chunk_offset(total, n, rank()), chunk_size(total, n, rank()));
+  world().reduce_scatter(in, own)->wait();
+  for (float v : own.to_vector()) EXPECT_EQ(v, n * (n + 1) / 2.0f);
+}
+
 // Rank r contributes its chunk of 0..total-1, so the gathered tensor is exactly 0..total-1.
 TEST_F(DistTest, AllGatherUnevenChunks) {
   const int n = size();

@@ -245,6 +245,42 @@ TEST_F(DistTest, TimeoutNamesTheRanksThatNeverJoined) {
   world().barrier()->wait();
 }
 
+// reduce_scatter and all_gather run as a polled ring (mpi_ring.h). When rank 0 enters one its
+// peers never issue, its wait() must throw the same diagnosis as a blocking collective, and the
+// ring must give up: destroying the failed group joins its progress thread at once (a thread
+// stuck in the ring would hang the destructor, which the test's own timeout would catch).
+TEST_F(DistTest, RingTimeoutAbandonsTheRing) {
+  if (size() < 2) GTEST_SKIP() << "needs a peer that does not join";
+  std::vector<int> all;
+  for (int r = 0; r < size(); ++r) all.push_back(r);
+  for (const char* op : {"reduce_scatter", "all_gather"}) {
+    ProcessGroupPtr late = world().split(all, fmt::format("late_{}", op));
+    ASSERT_NE(late, nullptr);
+    late->set_timeout(std::chrono::milliseconds(500));
+    if (rank() == 0) {
+      const int64_t total = 1 << 16;  // past MPI's eager limit: the ring waits on its peers
+      Tensor full = Tensor::full({total}, 1.0f);
+      Tensor chunk = Tensor::zeros({chunk_size(total, size(), 0)});
+      WorkPtr w = std::string(op) == "reduce_scatter" ? late->reduce_scatter(full, chunk)
+                                                      : late->all_gather(chunk, full);
+      std::string message;
+      try {
+        w->wait();
+      } catch (const Error& e) {
+        message = e.what();
+      }
+      EXPECT_NE(message.find(fmt::format("{} seq 1", op)), std::string::npos) << message;
+      EXPECT_NE(message.find("rank 1 [last issued seq 0, started seq 0]"), std::string::npos)
+          << message;
+      const auto start = std::chrono::steady_clock::now();
+      late.reset();
+      EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(),
+                1.0);
+    }
+    world().barrier()->wait();
+  }
+}
+
 TEST_F(DistTest, RecvTimeoutNamesThePeer) {
   if (size() < 2) GTEST_SKIP() << "needs a peer";
   std::vector<int> all;

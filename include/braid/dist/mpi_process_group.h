@@ -4,11 +4,16 @@
 // Semantics beyond process_group.h:
 // - Tensors must live on the CPU and be dense (is_contiguous()); anything else throws at issue
 //   time. CUDA tensors belong to the NCCL backend. Pass a dense copy and copy results back.
-// - dtypes: f32, i32, i64 and u8 are reduced natively by MPI. bf16 and f16 are widened to f32,
-//   reduced in f32 (in MPI's order of additions) and rounded to nearest-even once at the end, so
-//   the result is the f32 result correctly rounded, never a reduction of the raw bits. avg
-//   divides the f32 sum by size() before that single rounding. For integers avg is the sum
-//   divided by size() with C++ truncation toward zero; u8 sums wrap modulo 256.
+// - Algorithms: all_reduce, broadcast and barrier are MPI's collectives. reduce_scatter and
+//   all_gather are braid's own ring over point-to-point messages on a second private
+//   communicator: faster than Open MPI's here (docs/performance.md), and polled, so a timed-out
+//   rank stops waiting. The ring folds chunk i from rank i + 1 onward, ((x[i+1] + x[i+2]) + ...)
+//   + x[i]: a fixed order for a given group size.
+// - dtypes: f32, i32, i64 and u8 are reduced as themselves. bf16 and f16 are widened to f32,
+//   reduced in f32 and rounded to nearest-even once at the end, so the result is the f32 result
+//   correctly rounded, never a reduction of the raw bits. avg divides the f32 sum by size()
+//   before that single rounding. For integers avg is the sum divided by size() with C++
+//   truncation toward zero; integer sums wrap (u8 modulo 256).
 // - all_gather, broadcast, send and recv move bf16/f16 as raw 16-bit words (no rounding).
 // - Timeouts: an operation that has not finished timeout() after it started makes the group
 //   fail; the stored error of every outstanding Work names the group, op, sequence number and
