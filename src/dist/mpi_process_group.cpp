@@ -543,42 +543,33 @@ MPI_Datatype mpi_datatype(DType t) {
   BRAID_FAIL("dtype {} has no MPI type", static_cast<int>(t));
 }
 
-MPI_Op mpi_op(ReduceOp op) {
-  switch (op) {
-    case ReduceOp::sum:
-    case ReduceOp::avg:
-      return MPI_SUM;
-    case ReduceOp::max:
-      return MPI_MAX;
-    case ReduceOp::min:
-      return MPI_MIN;
-  }
-  BRAID_FAIL("unknown reduce op {}", static_cast<int>(op));
-}
-
 bool is_half(DType t) {
   return t == DType::bf16 || t == DType::f16;
 }
 
-std::vector<float> widen(const void* data, DType t, int64_t n) {
-  std::vector<float> out(static_cast<size_t>(n));
+void widen(const void* data, DType t, int64_t n, float* out) {
   const auto* src = static_cast<const uint16_t*>(data);
   if (t == DType::bf16) {
     for (int64_t i = 0; i < n; ++i) out[i] = bf16_to_f32(src[i]);
   } else {
     for (int64_t i = 0; i < n; ++i) out[i] = f16_to_f32(src[i]);
   }
-  return out;
 }
 
-void narrow(const std::vector<float>& values, DType t, void* data) {
+void narrow(const float* values, int64_t n, DType t, void* data) {
   auto* dst = static_cast<uint16_t*>(data);
-  const size_t n = values.size();
   if (t == DType::bf16) {
-    for (size_t i = 0; i < n; ++i) dst[i] = f32_to_bf16(values[i]);
+    for (int64_t i = 0; i < n; ++i) dst[i] = f32_to_bf16(values[i]);
   } else {
-    for (size_t i = 0; i < n; ++i) dst[i] = f32_to_f16(values[i]);
+    for (int64_t i = 0; i < n; ++i) dst[i] = f32_to_f16(values[i]);
   }
+}
+
+// f32 room for a bf16/f16 tensor's values while a ring reduces them (undefined otherwise). It is
+// allocated at issue and held by the operation, so a ring that gives up leaves it alive with the
+// rest of the leaked operation (MPI may still write into it).
+Tensor f32_scratch(const Tensor& t, int64_t numel) {
+  return is_half(t.dtype()) ? Tensor::empty({numel}, DType::f32) : Tensor();
 }
 
 template <class T>
@@ -700,19 +691,20 @@ WorkPtr MpiProcessGroup::all_reduce(Tensor& tensor, ReduceOp op) {
   check_tensor(*this, tensor, "all_reduce", "tensor");
   auto pending =
       new_op(OpKind::all_reduce, fmt::format("{} {}", tensor.str(), reduce_op_name(op)), timeout());
-  pending->run = [t = tensor, op, size = size()](const detail::RunContext& ctx) {
-    MPI_Comm comm = ctx.comm;
-    const int n = static_cast<int>(t.numel());
-    if (is_half(t.dtype())) {
-      std::vector<float> values = widen(t.data_ptr(), t.dtype(), n);
-      BRAID_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, values.data(), n, MPI_FLOAT, mpi_op(op), comm));
-      if (op == ReduceOp::avg) divide(values.data(), DType::f32, n, size);
-      narrow(values, t.dtype(), t.data_ptr());
-    } else {
-      BRAID_MPI_CHECK(
-          MPI_Allreduce(MPI_IN_PLACE, t.data_ptr(), n, mpi_datatype(t.dtype()), mpi_op(op), comm));
-      if (op == ReduceOp::avg) divide(t.data_ptr(), t.dtype(), n, size);
-    }
+  pending->polled = true;
+  pending->run = [t = tensor, wide = f32_scratch(tensor, tensor.numel()), op, size = size(),
+                  rank = rank()](const detail::RunContext& ctx) {
+    // A reduce_scatter into this rank's own chunk, then an all_gather of the chunks, in place.
+    const bool half = is_half(t.dtype());
+    if (half) widen(t.data_ptr(), t.dtype(), t.numel(), wide.data<float>());
+    const Tensor& data = half ? wide : t;
+    void* own = const_cast<void*>(chunk_address(data, size, rank));
+    detail::ring_reduce_scatter(data.data_ptr(), own, data.numel(), data.dtype(), op, ctx.ring_comm,
+                                ctx.keep_waiting);
+    if (op == ReduceOp::avg) divide(own, data.dtype(), chunk_size(data.numel(), size, rank), size);
+    detail::ring_all_gather(own, data.data_ptr(), data.numel(), data.dtype(), ctx.ring_comm,
+                            ctx.keep_waiting);
+    if (half) narrow(wide.data<float>(), t.numel(), t.dtype(), t.data_ptr());
   };
   return state_->issue(std::move(pending), tensor.dtype(), tensor.numel());
 }
@@ -733,15 +725,15 @@ WorkPtr MpiProcessGroup::reduce_scatter(const Tensor& input, Tensor& output, Red
       new_op(OpKind::reduce_scatter,
              fmt::format("{} -> {} {}", input.str(), output.str(), reduce_op_name(op)), timeout());
   pending->polled = true;
-  pending->run = [in = input, out = output, op, size = size(),
+  pending->run = [in = input, out = output, wide_in = f32_scratch(input, input.numel()),
+                  wide_out = f32_scratch(output, output.numel()), op, size = size(),
                   rank = rank()](const detail::RunContext& ctx) {
     if (is_half(in.dtype())) {
-      std::vector<float> send = widen(in.data_ptr(), in.dtype(), in.numel());
-      std::vector<float> recv(static_cast<size_t>(out.numel()));
-      detail::ring_reduce_scatter(send.data(), recv.data(), in.numel(), DType::f32, op,
-                                  ctx.ring_comm, ctx.keep_waiting);
-      if (op == ReduceOp::avg) divide(recv.data(), DType::f32, out.numel(), size);
-      narrow(recv, out.dtype(), out.data_ptr());
+      widen(in.data_ptr(), in.dtype(), in.numel(), wide_in.data<float>());
+      detail::ring_reduce_scatter(wide_in.data_ptr(), wide_out.data_ptr(), in.numel(), DType::f32,
+                                  op, ctx.ring_comm, ctx.keep_waiting);
+      if (op == ReduceOp::avg) divide(wide_out.data_ptr(), DType::f32, out.numel(), size);
+      narrow(wide_out.data<float>(), out.numel(), out.dtype(), out.data_ptr());
       return;
     }
     std::vector<char> copy;

@@ -1,10 +1,11 @@
-// Ring reduce-scatter and all-gather over non-blocking point-to-point messages (internal).
+// Ring reduce-scatter and all-gather over non-blocking point-to-point messages (internal); the
+// MPI backend's all_reduce is one of each, in place.
 //
-// Why not MPI_Reduce_scatter / MPI_Allgatherv: on this project's Open MPI (4.1) the ring below
-// measured 1.3-1.9x faster for reduce_scatter and up to 1.6x for all_gather at 1-8 MiB on 2-4
-// ranks (docs/performance.md), and a polled ring can be abandoned: a rank whose group timed out
-// stops waiting and reports, where a thread blocked inside an MPI collective cannot be released.
-//
+// Why not MPI's collectives: on this project's Open MPI (4.1) the ring reduce_scatter measured
+// 1.4-2.5x faster than MPI_Reduce_scatter at 1-64 MiB on 2-4 ranks, and the ring all_gather and
+// all_reduce level with MPI_Allgatherv and MPI_Allreduce (docs/performance.md). Above all a
+// polled ring can be abandoned: a rank whose group timed out stops waiting and reports, where
+// a thread blocked inside an MPI collective cannot be released.//
 // Chunk i of a buffer of `total` elements is chunk_size(total, size, i) elements at
 // chunk_offset(total, size, i) (process_group.h). The ring runs size - 1 steps; in each, a rank
 // sends to rank + 1 and receives from rank - 1 (mod size). Reduction order is fixed: chunk i is

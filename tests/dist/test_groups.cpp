@@ -199,10 +199,9 @@ TEST_F(DistTest, TimeoutFromEnvironmentIsTheDefault) {
   EXPECT_EQ(world().timeout(), default_collective_timeout());
 }
 
-// Rank 0 enters an all_reduce the others do not issue yet: after the group's 1 s timeout its
+// Rank 0 enters an all_reduce the others never issue: after the group's 1 s timeout its
 // wait() must throw, naming the op, the sequence number and every other rank. The others sit
 // in a world barrier meanwhile, i.e. inside another blocking MPI call, and must still answer.
-// Afterwards they issue the all_reduce, which releases rank 0's stuck MPI call.
 TEST_F(DistTest, TimeoutNamesTheRanksThatNeverJoined) {
   if (size() < 2) GTEST_SKIP() << "needs a peer that does not join";
   std::vector<int> all;
@@ -241,19 +240,17 @@ TEST_F(DistTest, TimeoutNamesTheRanksThatNeverJoined) {
     EXPECT_TRUE(logged) << collective_log().format();
   }
   world().barrier()->wait();
-  if (rank() != 0) late->all_reduce(t)->wait();
-  world().barrier()->wait();
 }
 
-// reduce_scatter and all_gather run as a polled ring (mpi_ring.h). When rank 0 enters one its
-// peers never issue, its wait() must throw the same diagnosis as a blocking collective, and the
-// ring must give up: destroying the failed group joins its progress thread at once (a thread
+// all_reduce, reduce_scatter and all_gather run as a polled ring (mpi_ring.h). When rank 0 enters
+// one its peers never issue, its wait() must throw the same diagnosis as a blocking collective, and
+// the ring must give up: destroying the failed group joins its progress thread at once (a thread
 // stuck in the ring would hang the destructor, which the test's own timeout would catch).
 TEST_F(DistTest, RingTimeoutAbandonsTheRing) {
   if (size() < 2) GTEST_SKIP() << "needs a peer that does not join";
   std::vector<int> all;
   for (int r = 0; r < size(); ++r) all.push_back(r);
-  for (const char* op : {"reduce_scatter", "all_gather"}) {
+  for (const std::string op : {"all_reduce", "reduce_scatter", "all_gather"}) {
     ProcessGroupPtr late = world().split(all, fmt::format("late_{}", op));
     ASSERT_NE(late, nullptr);
     late->set_timeout(std::chrono::milliseconds(500));
@@ -261,8 +258,9 @@ TEST_F(DistTest, RingTimeoutAbandonsTheRing) {
       const int64_t total = 1 << 16;  // past MPI's eager limit: the ring waits on its peers
       Tensor full = Tensor::full({total}, 1.0f);
       Tensor chunk = Tensor::zeros({chunk_size(total, size(), 0)});
-      WorkPtr w = std::string(op) == "reduce_scatter" ? late->reduce_scatter(full, chunk)
-                                                      : late->all_gather(chunk, full);
+      WorkPtr w = op == "all_reduce"       ? late->all_reduce(full)
+                  : op == "reduce_scatter" ? late->reduce_scatter(full, chunk)
+                                           : late->all_gather(chunk, full);
       std::string message;
       try {
         w->wait();

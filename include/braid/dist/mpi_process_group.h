@@ -4,11 +4,14 @@
 // Semantics beyond process_group.h:
 // - Tensors must live on the CPU and be dense (is_contiguous()); anything else throws at issue
 //   time. CUDA tensors belong to the NCCL backend. Pass a dense copy and copy results back.
-// - Algorithms: all_reduce, broadcast and barrier are MPI's collectives. reduce_scatter and
-//   all_gather are braid's own ring over point-to-point messages on a second private
-//   communicator: faster than Open MPI's here (docs/performance.md), and polled, so a timed-out
-//   rank stops waiting. The ring folds chunk i from rank i + 1 onward, ((x[i+1] + x[i+2]) + ...)
-//   + x[i]: a fixed order for a given group size.
+// - Algorithms: all_reduce, reduce_scatter and all_gather are braid's own ring over
+//   point-to-point messages on a second private communicator (all_reduce is a reduce_scatter
+//   into each rank's chunk, then an all_gather, in place): faster than or level with Open MPI's
+//   here (docs/performance.md), and polled, so a timed-out rank stops waiting instead of
+//   staying blocked inside MPI. A wait() on the next operation runs its ring on the caller's
+//   thread. Chunk i is folded from rank i + 1 onward, ((x[i+1] + x[i+2]) + ...) + x[i]: a fixed
+//   order for a given group size, the same in all_reduce and reduce_scatter. broadcast, barrier
+//   and split are MPI's blocking calls on the progress thread.
 // - dtypes: f32, i32, i64 and u8 are reduced as themselves. bf16 and f16 are widened to f32,
 //   reduced in f32 and rounded to nearest-even once at the end, so the result is the f32 result
 //   correctly rounded, never a reduction of the raw bits. avg divides the f32 sum by size()
