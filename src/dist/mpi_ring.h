@@ -5,7 +5,8 @@
 // 1.4-2.5x faster than MPI_Reduce_scatter at 1-64 MiB on 2-4 ranks, and the ring all_gather and
 // all_reduce level with MPI_Allgatherv and MPI_Allreduce (docs/performance.md). Above all a
 // polled ring can be abandoned: a rank whose group timed out stops waiting and reports, where
-// a thread blocked inside an MPI collective cannot be released.//
+// a thread blocked inside an MPI collective cannot be released.
+//
 // Chunk i of a buffer of `total` elements is chunk_size(total, size, i) elements at
 // chunk_offset(total, size, i) (process_group.h). The ring runs size - 1 steps; in each, a rank
 // sends to rank + 1 and receives from rank - 1 (mod size). Reduction order is fixed: chunk i is
