@@ -197,6 +197,21 @@ TEST(Fill, StridedAndLowPrecision) {
   EXPECT_EQ(i.data<int32_t>()[3], -3);
 }
 
+// Fills past the caches take the streaming path (blocks of non-temporal stores after an
+// unaligned head). A view starting one element in, of a length that is no multiple of the
+// block or the vector width, must get every element and leave its neighbours alone.
+TEST(Fill, LargeDenseFillReachesEveryElementAndNoMore) {
+  const int64_t n = (3 << 20) + 5;
+  Tensor whole = Tensor::full({n + 2}, 7.0f);
+  whole.narrow(0, 1, n).fill_(-2.5f);
+  const float* p = whole.data<float>();
+  EXPECT_EQ(p[0], 7.0f);
+  EXPECT_EQ(p[n + 1], 7.0f);
+  int64_t wrong = 0;
+  for (int64_t i = 1; i <= n; ++i) wrong += p[i] != -2.5f;
+  EXPECT_EQ(wrong, 0);
+}
+
 TEST(Storage, WrapsForeignMemoryAndCallsRelease) {
   static float buffer[8] = {0, 1, 2, 3, 4, 5, 6, 7};
   int released = 0;
