@@ -13,6 +13,7 @@
 #include <functional>
 #include <mutex>
 #include <thread>
+#include <unordered_set>
 
 #include "braid/core/logging.h"
 #include "braid/dist/collective_log.h"
@@ -44,7 +45,8 @@ struct PendingOp {
   std::string detail;
   std::chrono::milliseconds timeout{0};
   std::function<void(const RunContext&)> run;
-  bool polled = false;  // `run` is a ring that gives up when the group fails (never stuck in MPI)
+  bool polled = false;   // `run` is a ring that gives up when the group fails (never stuck in MPI)
+  uint64_t pattern = 0;  // kind and size: operations alike in both are assumed used alike
   std::function<void(MPI_Comm, MPI_Request*)> post;
   std::function<void(const MPI_Status&)> check;  // recv: validates what arrived
   MPI_Request request = MPI_REQUEST_NULL;
@@ -122,14 +124,36 @@ class MpiGroupState final : public MonitoredGroup,
       complete_locked(*work, failure_, op->ticket, CollectiveStatus::failed);
       return work;
     }
+    op->pattern = (static_cast<uint64_t>(op->kind) << 56) ^ static_cast<uint64_t>(numel);
+    // An idle progress thread is normally woken at once, so that an operation nobody waits for
+    // yet still starts. When the last operation of the same kind and size was run by a caller
+    // that waited for it straight away, this one probably will be too, and waking the thread
+    // for nothing costs more than the transfer of a few hundred KiB on a busy machine. It then
+    // stays unannounced; if no wait() claims it, the next issue or, within ~2 ms, the control
+    // thread (nudge()) wakes the progress thread after all.
+    const bool idle = queue_.empty() && active_.empty() && !executing_ && !caller_op_;
+    const bool defer = op->polled && idle && claimed_by_caller_.count(op->pattern);
     queue_.push_back(std::move(op));
-    queue_cv_.notify_one();
+    if (defer) {
+      unannounced_since_ = std::chrono::steady_clock::now();
+      unannounced_ = true;
+    } else {
+      unannounced_ = false;
+      queue_cv_.notify_one();
+    }
     return work;
   }
 
   // ---- MonitoredGroup ------------------------------------------------------------------------
 
   uint64_t key() const override { return key_; }
+
+  void nudge(std::chrono::steady_clock::time_point now) override {
+    std::lock_guard lock(mutex_);
+    if (!unannounced_ || now - unannounced_since_ < std::chrono::milliseconds(1)) return;
+    unannounced_ = false;
+    queue_cv_.notify_one();
+  }
 
   SeqState seq_state() const override {
     std::lock_guard lock(mutex_);
@@ -227,6 +251,7 @@ class MpiGroupState final : public MonitoredGroup,
     caller_op_ = std::move(queue_.front());
     queue_.pop_front();
     PendingOp& op = *caller_op_;
+    note_who_ran_locked(op, /*caller=*/true);
     op.started = std::chrono::steady_clock::now();
     started_ = op.seq;
     started_op_ = op.kind;
@@ -251,6 +276,18 @@ class MpiGroupState final : public MonitoredGroup,
 
  private:
   friend class MpiWork;
+
+  // Remembers, per kind and size, whether a waiting caller ran the last such ring (see issue()).
+  void note_who_ran_locked(const PendingOp& op, bool caller) {
+    if (queue_.empty()) unannounced_ = false;
+    if (!op.polled) return;
+    if (!caller) {
+      claimed_by_caller_.erase(op.pattern);
+      return;
+    }
+    if (claimed_by_caller_.size() >= 64) claimed_by_caller_.clear();  // a bound, rarely reached
+    claimed_by_caller_.insert(op.pattern);
+  }
 
   // The progress thread may start the front of the queue: nothing runs on a caller's thread.
   bool may_start_next_locked() const { return !queue_.empty() && !caller_op_; }
@@ -286,6 +323,7 @@ class MpiGroupState final : public MonitoredGroup,
       std::unique_ptr<PendingOp> owned = std::move(queue_.front());
       queue_.pop_front();
       PendingOp* op = owned.get();
+      note_who_ran_locked(*op, /*caller=*/false);
       op->started = std::chrono::steady_clock::now();
       if (is_collective(op->kind)) {
         started_ = op->seq;
@@ -450,6 +488,10 @@ class MpiGroupState final : public MonitoredGroup,
   bool in_mpi_ = false;     // inside a blocking MPI collective, which cannot be abandoned
   bool executing_ = false;  // the progress thread is running an operation
   std::unique_ptr<PendingOp> caller_op_;  // an operation running on a waiting caller's thread
+  // Kinds and sizes whose last ring ran on a waiting caller's thread; see issue().
+  std::unordered_set<uint64_t> claimed_by_caller_;
+  bool unannounced_ = false;  // the queue holds an op the progress thread was not woken for
+  std::chrono::steady_clock::time_point unannounced_since_;
   bool thread_exited_ = false;
   bool detached_ = false;
   std::thread thread_;

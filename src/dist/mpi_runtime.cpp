@@ -309,17 +309,26 @@ struct MpiRuntime::Impl {
     return any;
   }
 
+  std::vector<std::shared_ptr<MonitoredGroup>> live_groups() {
+    std::vector<std::shared_ptr<MonitoredGroup>> live;
+    std::lock_guard lock(mutex);
+    for (auto& [key, weak] : groups)
+      if (auto g = weak.lock()) live.push_back(std::move(g));
+    return live;
+  }
+
+  // Every loop (a few ms apart at most): start operations queued without waking their group's
+  // progress thread that nobody has claimed since (MpiProcessGroup::issue()).
+  void nudge_groups() {
+    const auto now = std::chrono::steady_clock::now();
+    for (auto& group : live_groups()) group->nudge(now);
+  }
+
   void watch_deadlines() {
     const auto now = std::chrono::steady_clock::now();
     if (now < next_watch) return;
     next_watch = now + kWatchInterval;
-    std::vector<std::shared_ptr<MonitoredGroup>> live;
-    {
-      std::lock_guard lock(mutex);
-      for (auto& [key, weak] : groups)
-        if (auto g = weak.lock()) live.push_back(std::move(g));
-    }
-    for (auto& group : live)
+    for (auto& group : live_groups())
       if (auto stuck = group->take_expired(now)) start_diagnosis(group, std::move(*stuck));
   }
 
@@ -331,6 +340,7 @@ struct MpiRuntime::Impl {
         busy |= serve_queries();
         busy |= progress_sends();
         busy |= progress_diagnoses();
+        nudge_groups();
         watch_deadlines();
       } catch (const std::exception& e) {
         // The control channel is diagnostics only: a failure here must not take training down.

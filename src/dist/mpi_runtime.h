@@ -89,6 +89,9 @@ class MonitoredGroup {
   // Ends a diagnosis: fails the group with `message`, unless the operation completed while the
   // peers were being asked (then only a warning is logged).
   virtual void fail_expired(const StuckOp& op, const std::string& message) = 0;
+  // Called by the control thread every few ms: wakes the progress thread for an operation
+  // queued without waking it, once that has waited long enough (MpiProcessGroup::issue()).
+  virtual void nudge(std::chrono::steady_clock::time_point now) { (void)now; }
   // Finalize: lets the queued operations finish (or time out), stops the progress thread and
   // frees the communicator; later calls on the group throw.
   virtual void shutdown() = 0;

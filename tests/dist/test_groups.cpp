@@ -144,6 +144,25 @@ TEST_F(DistTest, MixedCollectivesAndPointToPointInFlight) {
 
 // A receive completes as soon as its data is there, even while a receive posted before it is
 // still open (a pipeline waits for the activation it needs now, not for one posted for later).
+// After a caller ran an all_reduce itself by waiting at once, the next one of the same size is
+// queued without waking the progress thread (MpiProcessGroup's issue()). If nobody waits for
+// it, it must still start and finish on its own: the control thread wakes the progress thread
+// within a few ms. Each rank only polls is_completed(), so a missing start would leave it
+// incomplete until the deadline.
+TEST_F(DistTest, AnOperationNobodyWaitsForStillCompletes) {
+  for (int round = 0; round < 3; ++round) {
+    Tensor first = Tensor::full({4096}, 1.0f);
+    world().all_reduce(first)->wait();  // run by this thread: the pattern is "waited at once"
+    Tensor second = Tensor::full({4096}, static_cast<float>(rank() + 1));
+    WorkPtr w = world().all_reduce(second);
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+    while (!w->is_completed() && std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
+    ASSERT_TRUE(w->is_completed()) << "round " << round;
+    EXPECT_EQ(second.data<float>()[4095], size() * (size() + 1) / 2.0f);
+  }
+}
+
 TEST_F(DistTest, PointToPointCompletesOutOfIssueOrder) {
   const int n = size(), next = (rank() + 1) % n, prev = (rank() + n - 1) % n;
   Tensor later = Tensor::zeros({16}), now = Tensor::zeros({16});

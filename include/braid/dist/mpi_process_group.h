@@ -8,10 +8,14 @@
 //   point-to-point messages on a second private communicator (all_reduce is a reduce_scatter
 //   into each rank's chunk, then an all_gather, in place): faster than or level with Open MPI's
 //   here (docs/performance.md), and polled, so a timed-out rank stops waiting instead of
-//   staying blocked inside MPI. A wait() on the next operation runs its ring on the caller's
-//   thread. Chunk i is folded from rank i + 1 onward, ((x[i+1] + x[i+2]) + ...) + x[i]: a fixed
-//   order for a given group size, the same in all_reduce and reduce_scatter. broadcast, barrier
-//   and split are MPI's blocking calls on the progress thread.
+//   staying blocked inside MPI. Chunk i is folded from rank i + 1 onward,
+//   ((x[i+1] + x[i+2]) + ...) + x[i]: a fixed order for a given group size, the same in
+//   all_reduce and reduce_scatter. broadcast, barrier and split are MPI's blocking calls.
+// - Starting: a wait() on the next operation runs its ring on the caller's thread. Otherwise
+//   an operation starts as soon as the progress thread is free, with one exception: when the
+//   last one of the same kind and size was waited for at once, the idle thread is not woken
+//   for it (that costs a context switch per operation); if no wait() claims it, it starts
+//   with the next issue or within ~2 ms.
 // - dtypes: f32, i32, i64 and u8 are reduced as themselves. bf16 and f16 are widened to f32,
 //   reduced in f32 and rounded to nearest-even once at the end, so the result is the f32 result
 //   correctly rounded, never a reduction of the raw bits. avg divides the f32 sum by size()
