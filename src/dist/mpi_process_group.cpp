@@ -525,6 +525,8 @@ std::exception_ptr MpiWork::error() const {
 
 namespace {
 
+using detail::comm_rank;
+using detail::comm_size;
 using detail::MpiRuntime;
 using detail::OpKind;
 using detail::PendingOp;
@@ -536,18 +538,6 @@ MPI_Comm dup_for_braid(MPI_Comm comm) {
   MPI_Comm dup = MPI_COMM_NULL;
   BRAID_MPI_CHECK(MPI_Comm_dup(comm, &dup));
   return dup;
-}
-
-int comm_rank(MPI_Comm comm) {
-  int rank = 0;
-  BRAID_MPI_CHECK(MPI_Comm_rank(comm, &rank));
-  return rank;
-}
-
-int comm_size(MPI_Comm comm) {
-  int size = 0;
-  BRAID_MPI_CHECK(MPI_Comm_size(comm, &size));
-  return size;
 }
 
 std::vector<int> world_ranks_of(MPI_Comm comm) {

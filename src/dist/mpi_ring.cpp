@@ -132,18 +132,6 @@ void fold(DType dtype, const void* partial, const void* mine, void* dst, int64_t
              dtype_name(dtype));
 }
 
-int comm_rank(MPI_Comm comm) {
-  int rank = 0;
-  BRAID_MPI_CHECK(MPI_Comm_rank(comm, &rank));
-  return rank;
-}
-
-int comm_size(MPI_Comm comm) {
-  int size = 0;
-  BRAID_MPI_CHECK(MPI_Comm_size(comm, &size));
-  return size;
-}
-
 int wrap(int i, int size) {
   return ((i % size) + size) % size;
 }

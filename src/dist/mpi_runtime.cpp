@@ -25,6 +25,18 @@ std::string mpi_error_string(int code) {
   return fmt::format("{} (MPI error {})", std::string(text, length), code);
 }
 
+int comm_rank(MPI_Comm comm) {
+  int rank = 0;
+  BRAID_MPI_CHECK(MPI_Comm_rank(comm, &rank));
+  return rank;
+}
+
+int comm_size(MPI_Comm comm) {
+  int size = 0;
+  BRAID_MPI_CHECK(MPI_Comm_size(comm, &size));
+  return size;
+}
+
 std::string_view op_kind_name(OpKind kind) {
   switch (kind) {
     case OpKind::none:

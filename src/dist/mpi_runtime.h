@@ -35,6 +35,10 @@ std::string mpi_error_string(int code);
 
 namespace braid::dist::detail {
 
+// This process's rank in `comm` and its size (errors throw, like BRAID_MPI_CHECK).
+int comm_rank(MPI_Comm comm);
+int comm_size(MPI_Comm comm);
+
 // What a group is doing; travels in control replies, so values are part of the wire format.
 enum class OpKind : int32_t {
   none = 0,
