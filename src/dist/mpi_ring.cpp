@@ -14,6 +14,7 @@ namespace braid::dist::detail {
 namespace {
 
 constexpr int kRingTag = 1;
+constexpr int kSpinsBeforeYield = 64;
 
 // Elements travel as unsigned words of their size: the ring does its own arithmetic.
 MPI_Datatype word_type(size_t bytes) {
@@ -48,14 +49,14 @@ class RingStep {
   // Tests until both requests are done. `leak` holds buffers the requests may still use, which
   // are given up (never freed) when the group fails mid-step.
   void wait(const KeepWaiting& keep_waiting, std::unique_ptr<std::byte[]>& leak) {
-    for (int spins = 0;; ++spins) {
+    for (int spins = 0;; spins = std::min(spins + 1, kSpinsBeforeYield)) {
       int done = 0;
       BRAID_MPI_CHECK(MPI_Testall(2, requests_, &done, MPI_STATUSES_IGNORE));
       if (done) return;
       if (!keep_waiting()) abandon(leak);
       // A peer that has not arrived yet is usually still computing: after a short spin, let the
       // compute threads of this core run between tests (as Open MPI does when oversubscribed).
-      if (spins > 64) std::this_thread::yield();
+      if (spins == kSpinsBeforeYield) std::this_thread::yield();
     }
   }
 
