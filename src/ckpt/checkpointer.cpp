@@ -1,6 +1,7 @@
 // Checkpointer: collects this rank's tensors, writes its shard file and manifest, and runs the
 // commit protocol (synchronously, or on a writer thread after one copy of the state).
 #include <fmt/format.h>
+#include <omp.h>
 
 #include <chrono>
 
@@ -110,7 +111,7 @@ void Checkpointer::save_as(Mode mode, const nn::Module& model, const optim::Opti
     job->skip = not_mine;
     window_job_ = job;
     window_steps_left_ = options_.window - 1;
-    window_ = std::make_unique<OverlappedWindow>(adamw->options(), shards, options_.window);
+    window_ = std::make_shared<OverlappedWindow>(adamw->options(), shards, options_.window);
     return;
   }
   RankState mine =
@@ -124,9 +125,10 @@ void Checkpointer::save_as(Mode mode, const nn::Module& model, const optim::Opti
   start_writer(job);
 }
 
-void Checkpointer::start_writer(std::shared_ptr<Pending> job) {
-  writer_ = std::thread([this, job] {
+void Checkpointer::start_writer(std::shared_ptr<Pending> job, std::function<void()> prepare) {
+  writer_ = std::thread([this, job, prepare = std::move(prepare)] {
     try {
+      if (prepare) prepare();
       write_and_commit(job);
     } catch (...) {
       writer_error_ = std::current_exception();
@@ -174,20 +176,26 @@ void Checkpointer::finish_window(const std::vector<optim::StateShard>& shards,
   std::shared_ptr<Pending> job = std::move(window_job_);
   job->state = state;
   job->optimizer_steps = optimizer_steps;
-  // The window's copies in place of the live tensors, cut into boxes like any save.
-  std::vector<optim::StateShard> copied = shards;
-  const auto& copies = window_->copies();
-  for (size_t i = 0; i < copied.size(); ++i) {
-    copied[i].value = copies[i].value;
-    copied[i].state = {{"exp_avg", copies[i].exp_avg}, {"exp_avg_sq", copies[i].exp_avg_sq}};
-    copied[i].steps = copies[i].steps;
-  }
-  window_.reset();
-  RankState mine = shard_entries(job->specs, copied, /*copy=*/false);
-  for (ShardEntry& e : mine.entries) job->entries.push_back(std::move(e));
-  job->param_steps = std::move(mine.param_steps);
+  std::shared_ptr<OverlappedWindow> window = std::move(window_);
   if (writer_.joinable()) wait();
-  start_writer(job);
+  // The replay works on the window's private copies, so it runs on the writer thread, before
+  // the write, instead of holding up training.
+  start_writer(job, [job, window, shards] {
+    omp_set_num_threads(1);  // the training threads keep both cores
+    window->finish();
+    // The window's copies in place of the live tensors, cut into boxes like any save.
+    std::vector<optim::StateShard> copied = shards;
+    const auto& copies = window->copies();
+    for (size_t i = 0; i < copied.size(); ++i) {
+      copied[i].value = copies[i].value;
+      copied[i].state = {{"exp_avg", copies[i].exp_avg}, {"exp_avg_sq", copies[i].exp_avg_sq}};
+      copied[i].steps = copies[i].steps;
+      copied[i].grad = Tensor();  // never read from the live gradient off the training thread
+    }
+    RankState mine = shard_entries(job->specs, copied, /*copy=*/false);
+    for (ShardEntry& e : mine.entries) job->entries.push_back(std::move(e));
+    job->param_steps = std::move(mine.param_steps);
+  });
 }
 
 void Checkpointer::write_and_commit(const std::shared_ptr<Pending>& job) {

@@ -1,6 +1,8 @@
 // OverlappedWindow: block copies spread over K steps and the exact host-side AdamW replay.
 #include "braid/ckpt/overlapped_window.h"
 
+#include <omp.h>
+
 #include <algorithm>
 
 #include "braid/autograd/grad_mode.h"
@@ -41,7 +43,35 @@ OverlappedWindow::OverlappedWindow(const optim::AdamWOptions& adamw,
   }
   for (const auto& s : shards) weight_decay_.push_back(s.weight_decay);
   copies_.resize(shards.size());
-  copy_block(shards, 0);
+  start_copy(shards, 0);
+}
+
+OverlappedWindow::~OverlappedWindow() {
+  if (copier_.joinable()) copier_.join();
+}
+
+void OverlappedWindow::start_copy(const std::vector<optim::StateShard>& shards, int block) {
+  settle();
+  copied_ = block + 1;
+  copier_ = std::thread([this, shards, block] {
+    // One thread: the training threads keep both cores; a second OpenMP team here would fight
+    // them for the same cores.
+    omp_set_num_threads(1);
+    try {
+      copy_block(shards, block);
+    } catch (...) {
+      copier_error_ = std::current_exception();
+    }
+  });
+}
+
+void OverlappedWindow::settle() {
+  if (copier_.joinable()) copier_.join();
+  if (copier_error_) {
+    std::exception_ptr error = copier_error_;
+    copier_error_ = nullptr;
+    std::rethrow_exception(error);
+  }
 }
 
 void OverlappedWindow::check_same(const std::vector<optim::StateShard>& shards) const {
@@ -64,11 +94,11 @@ void OverlappedWindow::copy_block(const std::vector<optim::StateShard>& shards, 
     c.steps = s.steps;
     bytes_copied_ += 3 * static_cast<int64_t>(c.value.nbytes());
   }
-  copied_ = block + 1;
 }
 
 void OverlappedWindow::before_update(const std::vector<optim::StateShard>& shards, float lr,
                                      float grad_scale, bool skipped) {
+  settle();
   check_same(shards);
   Update u{lr, grad_scale, skipped, copied_, std::vector<Tensor>(copies_.size())};
   if (!skipped) {
@@ -84,13 +114,24 @@ void OverlappedWindow::before_update(const std::vector<optim::StateShard>& shard
 }
 
 bool OverlappedWindow::after_update(const std::vector<optim::StateShard>& shards) {
-  if (copied_ < blocks_) copy_block(shards, copied_);
-  if (copied_ < blocks_) return false;
-  replay();
+  settle();
+  if (copied_ + 1 < blocks_) {
+    start_copy(shards, copied_);
+    return false;
+  }
+  // The last block is the state after this very update, which the next update changes: it
+  // is copied here, since no later call would wait for a helper.
+  if (copied_ < blocks_) {
+    check_same(shards);
+    copy_block(shards, copied_);
+    copied_ = blocks_;
+  }
   return true;
 }
 
-void OverlappedWindow::replay() {
+void OverlappedWindow::finish() {
+  BRAID_CHECK(copied_ == blocks_ && !copier_.joinable(),
+              "overlapped checkpoint window finished before its last block was copied");
   autograd::NoGradGuard no_grad;
   const auto adamw = ops::kernel<ops::AdamWKernel>(Device::cpu());
   // Updates in the order they happened; each touches the blocks copied before it.
@@ -105,6 +146,7 @@ void OverlappedWindow::replay() {
     }
   }
   updates_.clear();
+  finished_ = true;
 }
 
 }  // namespace braid::ckpt

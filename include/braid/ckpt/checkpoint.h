@@ -94,7 +94,8 @@ class Checkpointer {
                const optim::OwnedState& owned, const TrainingState& state,
                const std::set<std::string>& skip);
   void write_and_commit(const std::shared_ptr<Pending>& job);
-  void start_writer(std::shared_ptr<Pending> job);
+  // Writes `job` on the writer thread, after running `prepare` there (if given).
+  void start_writer(std::shared_ptr<Pending> job, std::function<void()> prepare = {});
   void finish_window(const std::vector<optim::StateShard>& shards, int64_t optimizer_steps,
                      const TrainingState& state);
   // What of `owned` the open window copies: the same shards save() chose.
@@ -106,7 +107,7 @@ class Checkpointer {
   std::thread writer_;
   std::exception_ptr writer_error_;
   // Overlapped mode: the open window, the steps it still needs, and what save() captured.
-  std::unique_ptr<class OverlappedWindow> window_;
+  std::shared_ptr<class OverlappedWindow> window_;
   int window_steps_left_ = 0;
   std::shared_ptr<Pending> window_job_;
 };

@@ -5,9 +5,18 @@
 // the same AdamW kernel with the same learning rate, clip scale, step counts and skip
 // decisions as the live update, on the same flat ranges, so the result is bitwise the state a
 // synchronous snapshot would copy.
+//
+// Copies that training does not have to wait for run on a helper thread: block 0 (copied when
+// the window opens) and every later block but the last are copied while the next step's
+// forward and backward run, which do not touch the state; the next live update waits for the
+// copy first. The replay runs on whichever thread calls finish(), the checkpoint writer's.
 #pragma once
 
+#include <atomic>
+#include <deque>
+#include <exception>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "braid/optim/optimizer.h"
@@ -18,25 +27,35 @@ namespace braid::ckpt {
 class OverlappedWindow {
  public:
   // Starts the window right after a step: splits `shards` (what this rank writes, from its
-  // strategy's owned_state) into `blocks` groups of similar size and copies group 0. The
-  // shards must hold AdamW state; every later call must pass the same shards, in order.
+  // strategy's owned_state) into `blocks` groups of similar size and starts copying group 0.
+  // The shards must hold AdamW state; every later call must pass the same shards, in order.
   OverlappedWindow(const optim::AdamWOptions& adamw, const std::vector<optim::StateShard>& shards,
                    int blocks);
+  // Waits for a copy still running (its error, if any, is dropped: the window is abandoned).
+  ~OverlappedWindow();
+  OverlappedWindow(const OverlappedWindow&) = delete;
+  OverlappedWindow& operator=(const OverlappedWindow&) = delete;
 
-  // Before the live update of a step: records what it will use for the copied blocks.
+  // Before the live update of a step: waits for the block copy still running (the update is
+  // about to change what it reads), then records what the update will use for the copied
+  // blocks.
   void before_update(const std::vector<optim::StateShard>& shards, float lr, float grad_scale,
                      bool skipped);
-  // After the live update: copies the next block; true once every block is copied and
-  // replayed (then the copy is the state after this step).
+  // After the live update: starts copying the next block, or copies the last one here; true
+  // once every block is copied. Then call finish().
   bool after_update(const std::vector<optim::StateShard>& shards);
+  // Replays the recorded updates on the blocks copied before them, so that every copy is the
+  // state after the step whose after_update returned true. Touches only the window's private
+  // copies, so it may run on another thread while training goes on.
+  void finish();
 
-  // Shard i's copied values and state, valid once after_update returned true.
+  // Shard i's copied values and state, valid once finish() returned.
   struct ShardCopy {
     Tensor value, exp_avg, exp_avg_sq;
     int64_t steps = 0;
   };
   const std::vector<ShardCopy>& copies() const { return copies_; }
-  bool complete() const { return copied_ == blocks_; }
+  bool complete() const { return finished_; }
   // Bytes copied so far (parameters, moments and recorded gradients).
   int64_t bytes_copied() const { return bytes_copied_; }
 
@@ -49,16 +68,20 @@ class OverlappedWindow {
   };
   void check_same(const std::vector<optim::StateShard>& shards) const;
   void copy_block(const std::vector<optim::StateShard>& shards, int block);
-  void replay();
+  void start_copy(const std::vector<optim::StateShard>& shards, int block);
+  void settle();  // waits for the helper's copy; rethrows its error
 
   int blocks_;
-  int copied_ = 0;             // blocks copied so far
+  int copied_ = 0;  // blocks copied or being copied
+  bool finished_ = false;
   std::vector<int> block_of_;  // shard -> block
   std::vector<ShardCopy> copies_;
-  std::vector<Update> updates_;
+  std::deque<Update> updates_;
   optim::AdamWOptions adamw_;
   std::vector<float> weight_decay_;
-  int64_t bytes_copied_ = 0;
+  std::atomic<int64_t> bytes_copied_{0};
+  std::thread copier_;  // copying one block while training goes on
+  std::exception_ptr copier_error_;
 };
 
 }  // namespace braid::ckpt

@@ -340,6 +340,7 @@ TEST(OverlappedWindow, ReplayMatchesTheLiveOptimizerWithSkipsAndMissingGradients
     if (!skipped) live.step(lr, scale);
     EXPECT_EQ(window.after_update(optim::whole_parameters(live).shards), step == 4);
   }
+  window.finish();
   ASSERT_TRUE(window.complete());
   for (size_t i = 0; i < entries.size(); ++i) {
     const auto& c = window.copies()[i];
