@@ -56,12 +56,7 @@ Checkpointer::~Checkpointer() {
 }
 
 void Checkpointer::wait() {
-  if (writer_.joinable()) writer_.join();
-  if (writer_error_) {
-    std::exception_ptr error = writer_error_;
-    writer_error_ = nullptr;
-    std::rethrow_exception(error);
-  }
+  writer_.wait();
 }
 
 void Checkpointer::save(const nn::Module& model, const optim::Optimizer& optimizer,
@@ -80,7 +75,7 @@ void Checkpointer::save_as(Mode mode, const nn::Module& model, const optim::Opti
         state.step, window_steps_left_);
     return;
   }
-  if (writer_.joinable()) {
+  if (writer_.running()) {
     const auto t0 = std::chrono::steady_clock::now();
     wait();
     const double waited =
@@ -126,13 +121,9 @@ void Checkpointer::save_as(Mode mode, const nn::Module& model, const optim::Opti
 }
 
 void Checkpointer::start_writer(std::shared_ptr<Pending> job, std::function<void()> prepare) {
-  writer_ = std::thread([this, job, prepare = std::move(prepare)] {
-    try {
-      if (prepare) prepare();
-      write_and_commit(job);
-    } catch (...) {
-      writer_error_ = std::current_exception();
-    }
+  writer_.start([this, job, prepare = std::move(prepare)] {
+    if (prepare) prepare();
+    write_and_commit(job);
   });
 }
 
@@ -177,7 +168,7 @@ void Checkpointer::finish_window(const std::vector<optim::StateShard>& shards,
   job->state = state;
   job->optimizer_steps = optimizer_steps;
   std::shared_ptr<OverlappedWindow> window = std::move(window_);
-  if (writer_.joinable()) wait();
+  wait();
   // The replay works on the window's private copies, so it runs on the writer thread, before
   // the write, instead of holding up training.
   start_writer(job, [job, window, shards] {

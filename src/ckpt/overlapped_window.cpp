@@ -46,32 +46,15 @@ OverlappedWindow::OverlappedWindow(const optim::AdamWOptions& adamw,
   start_copy(shards, 0);
 }
 
-OverlappedWindow::~OverlappedWindow() {
-  if (copier_.joinable()) copier_.join();
-}
-
 void OverlappedWindow::start_copy(const std::vector<optim::StateShard>& shards, int block) {
-  settle();
+  copier_.wait();
   copied_ = block + 1;
-  copier_ = std::thread([this, shards, block] {
+  copier_.start([this, shards, block] {
     // One thread: the training threads keep both cores; a second OpenMP team here would fight
     // them for the same cores.
     omp_set_num_threads(1);
-    try {
-      copy_block(shards, block);
-    } catch (...) {
-      copier_error_ = std::current_exception();
-    }
+    copy_block(shards, block);
   });
-}
-
-void OverlappedWindow::settle() {
-  if (copier_.joinable()) copier_.join();
-  if (copier_error_) {
-    std::exception_ptr error = copier_error_;
-    copier_error_ = nullptr;
-    std::rethrow_exception(error);
-  }
 }
 
 void OverlappedWindow::check_same(const std::vector<optim::StateShard>& shards) const {
@@ -98,7 +81,7 @@ void OverlappedWindow::copy_block(const std::vector<optim::StateShard>& shards, 
 
 void OverlappedWindow::before_update(const std::vector<optim::StateShard>& shards, float lr,
                                      float grad_scale, bool skipped) {
-  settle();
+  copier_.wait();
   check_same(shards);
   Update u{lr, grad_scale, skipped, copied_, std::vector<Tensor>(copies_.size())};
   if (!skipped) {
@@ -114,7 +97,7 @@ void OverlappedWindow::before_update(const std::vector<optim::StateShard>& shard
 }
 
 bool OverlappedWindow::after_update(const std::vector<optim::StateShard>& shards) {
-  settle();
+  copier_.wait();
   if (copied_ + 1 < blocks_) {
     start_copy(shards, copied_);
     return false;
@@ -130,7 +113,7 @@ bool OverlappedWindow::after_update(const std::vector<optim::StateShard>& shards
 }
 
 void OverlappedWindow::finish() {
-  BRAID_CHECK(copied_ == blocks_ && !copier_.joinable(),
+  BRAID_CHECK(copied_ == blocks_ && !copier_.running(),
               "overlapped checkpoint window finished before its last block was copied");
   autograd::NoGradGuard no_grad;
   const auto adamw = ops::kernel<ops::AdamWKernel>(Device::cpu());

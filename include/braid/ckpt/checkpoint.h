@@ -24,6 +24,7 @@
 #include <string>
 #include <thread>
 
+#include "braid/core/background_task.h"
 #include "braid/data/batch_sampler.h"
 #include "braid/dist/parallel_grid.h"
 #include "braid/nn/module.h"
@@ -104,8 +105,7 @@ class Checkpointer {
   CheckpointOptions options_;
   const dist::ParallelGrid& grid_;
   dist::ProcessGroupPtr channel_;  // barriers of the commit protocol only
-  std::thread writer_;
-  std::exception_ptr writer_error_;
+  BackgroundTask writer_;
   // Overlapped mode: the open window, the steps it still needs, and what save() captured.
   std::shared_ptr<class OverlappedWindow> window_;
   int window_steps_left_ = 0;

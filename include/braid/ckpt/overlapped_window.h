@@ -14,11 +14,10 @@
 
 #include <atomic>
 #include <deque>
-#include <exception>
 #include <string>
-#include <thread>
 #include <vector>
 
+#include "braid/core/background_task.h"
 #include "braid/optim/optimizer.h"
 #include "braid/optim/owned_state.h"
 
@@ -31,10 +30,7 @@ class OverlappedWindow {
   // The shards must hold AdamW state; every later call must pass the same shards, in order.
   OverlappedWindow(const optim::AdamWOptions& adamw, const std::vector<optim::StateShard>& shards,
                    int blocks);
-  // Waits for a copy still running (its error, if any, is dropped: the window is abandoned).
-  ~OverlappedWindow();
-  OverlappedWindow(const OverlappedWindow&) = delete;
-  OverlappedWindow& operator=(const OverlappedWindow&) = delete;
+  // Destroying a window waits for a copy still running and drops its error (abandoned).
 
   // Before the live update of a step: waits for the block copy still running (the update is
   // about to change what it reads), then records what the update will use for the copied
@@ -69,7 +65,6 @@ class OverlappedWindow {
   void check_same(const std::vector<optim::StateShard>& shards) const;
   void copy_block(const std::vector<optim::StateShard>& shards, int block);
   void start_copy(const std::vector<optim::StateShard>& shards, int block);
-  void settle();  // waits for the helper's copy; rethrows its error
 
   int blocks_;
   int copied_ = 0;  // blocks copied or being copied
@@ -80,8 +75,7 @@ class OverlappedWindow {
   optim::AdamWOptions adamw_;
   std::vector<float> weight_decay_;
   std::atomic<int64_t> bytes_copied_{0};
-  std::thread copier_;  // copying one block while training goes on
-  std::exception_ptr copier_error_;
+  BackgroundTask copier_;  // copying one block while training goes on
 };
 
 }  // namespace braid::ckpt
