@@ -47,8 +47,7 @@ OverlappedWindow::OverlappedWindow(const optim::AdamWOptions& adamw,
 }
 
 void OverlappedWindow::start_copy(const std::vector<optim::StateShard>& shards, int block) {
-  copier_.wait();
-  copied_ = block + 1;
+  copied_ = block + 1;  // counted now: every reader of it waits for the copier first
   copier_.start([this, shards, block] {
     // One thread: the training threads keep both cores; a second OpenMP team here would fight
     // them for the same cores.
