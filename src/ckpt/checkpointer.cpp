@@ -168,9 +168,8 @@ void Checkpointer::finish_window(const std::vector<optim::StateShard>& shards,
   job->state = state;
   job->optimizer_steps = optimizer_steps;
   std::shared_ptr<OverlappedWindow> window = std::move(window_);
-  wait();
   // The replay works on the window's private copies, so it runs on the writer thread, before
-  // the write, instead of holding up training.
+  // the write, instead of holding up training (start_writer first waits for an earlier write).
   start_writer(job, [job, window, shards] {
     omp_set_num_threads(1);  // the training threads keep both cores
     window->finish();
