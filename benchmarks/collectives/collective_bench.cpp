@@ -4,9 +4,10 @@
 // busbw follows the nccl-tests convention: algbw = bytes / time, all_reduce busbw = algbw *
 // 2(n-1)/n, reduce_scatter and all_gather busbw = algbw * (n-1)/n, where bytes is the full
 // buffer (the all_reduce tensor, the reduce_scatter input, the all_gather output). Both sides
-// issue one operation and wait for it before the next, and use the same MPI calls
-// (MPI_Allreduce in place, MPI_Reduce_scatter, MPI_Allgatherv) on their own duplicated
-// communicators; a size's time is the slowest rank's.
+// issue one operation and wait for it before the next, each on its own duplicated communicator:
+// braid through its ProcessGroup (its own ring), raw through MPI_Allreduce in place,
+// MPI_Reduce_scatter and MPI_Allgatherv. A size's time is the slowest rank's; the overhead
+// column is the median of per-round ratios (time_both).
 //
 //   mpirun -np 4 collective_bench [--min-bytes 4096] [--max-bytes 67108864] [--factor 2]
 //                                 [--json out.json]
@@ -74,30 +75,42 @@ double time_per_op(MPI_Comm sync, int iters, const std::function<void()>& op) {
   return elapsed / iters;
 }
 
-// Both sides measured in alternating order over a few rounds, each keeping its fastest
-// round: on a shared machine interference only ever slows a round down, and measuring one
-// side always first would hand it the quieter moments.
-void time_both(MPI_Comm sync, int iters, const std::function<void()>& raw_op,
-               const std::function<void()>& braid_op, double* raw_s, double* braid_s) {
-  constexpr int kRounds = 4;
-  *raw_s = *braid_s = 1e30;
+// Both sides measured in alternating order over a few rounds. Each side's fastest round gives
+// its time (interference only ever slows a round down); the overhead is the median over rounds
+// of braid's time over raw's in the same round, so that drifts of the shared machine between
+// rounds (10-20% here) cancel in each pair. Measuring one side always first would hand it the
+// quieter moments.
+struct Timing {
+  double raw_s = 1e30, braid_s = 1e30, overhead_pct = 0;
+};
+
+Timing time_both(MPI_Comm sync, int iters, const std::function<void()>& raw_op,
+                 const std::function<void()>& braid_op) {
+  constexpr int kRounds = 8;
+  Timing timing;
+  std::vector<double> ratios;
   for (int round = 0; round < kRounds; ++round) {
     const bool raw_first = round % 2 == 0;
+    double t[2] = {0, 0};  // raw, braid
     for (int side = 0; side < 2; ++side) {
       const bool raw = (side == 0) == raw_first;
-      const double t = time_per_op(sync, iters, raw ? raw_op : braid_op);
-      double& best = raw ? *raw_s : *braid_s;
-      best = std::min(best, t);
+      t[raw ? 0 : 1] = time_per_op(sync, iters, raw ? raw_op : braid_op);
     }
+    timing.raw_s = std::min(timing.raw_s, t[0]);
+    timing.braid_s = std::min(timing.braid_s, t[1]);
+    ratios.push_back(t[1] / t[0]);
   }
+  std::sort(ratios.begin(), ratios.end());
+  const double median = (ratios[kRounds / 2 - 1] + ratios[kRounds / 2]) / 2;
+  timing.overhead_pct = (median - 1.0) * 100.0;
+  return timing;
 }
 
 struct Row {
   std::string op;
   int64_t bytes;
-  double braid_s;
-  double raw_s;
   double bus_factor;
+  Timing timing;
 };
 
 }  // namespace
@@ -116,9 +129,9 @@ int main(int argc, char** argv) {
     std::vector<Row> rows;
     for (int64_t bytes = opt.min_bytes; bytes <= opt.max_bytes; bytes *= opt.factor) {
       const int64_t numel = bytes / 4;
-      // About 64 MiB moved per measurement and round: enough iterations for small sizes to be
-      // stable, few for the large ones.
-      const int iters = static_cast<int>(std::clamp<int64_t>((64 << 20) / bytes, 3, 100));
+      // About 256 MiB moved per measurement and round, and at least 8 operations: with fewer,
+      // one slow operation decides a round's ratio (32-64 MiB swung by 15-20% at 3).
+      const int iters = static_cast<int>(std::clamp<int64_t>((int64_t{256} << 20) / bytes, 8, 400));
       std::vector<int> counts(n), displs(n);
       for (int r = 0; r < n; ++r) {
         counts[r] = static_cast<int>(braid::dist::chunk_size(numel, n, r));
@@ -130,28 +143,26 @@ int main(int argc, char** argv) {
       float* chunk_p = chunk.data<float>();
       const int count = static_cast<int>(numel);
 
-      Row ar{"all_reduce", bytes, 0, 0, 2.0 * (n - 1) / n};
-      time_both(
-          sync, iters, [&] { MPI_Allreduce(MPI_IN_PLACE, full_p, count, MPI_FLOAT, MPI_SUM, raw); },
-          [&] { group.all_reduce(full)->wait(); }, &ar.raw_s, &ar.braid_s);
-      rows.push_back(ar);
-
-      Row rs{"reduce_scatter", bytes, 0, 0, static_cast<double>(n - 1) / n};
-      time_both(
-          sync, iters,
-          [&] { MPI_Reduce_scatter(full_p, chunk_p, counts.data(), MPI_FLOAT, MPI_SUM, raw); },
-          [&] { group.reduce_scatter(full, chunk)->wait(); }, &rs.raw_s, &rs.braid_s);
-      rows.push_back(rs);
-
-      Row ag{"all_gather", bytes, 0, 0, static_cast<double>(n - 1) / n};
-      time_both(
-          sync, iters,
-          [&] {
-            MPI_Allgatherv(chunk_p, counts[rank], MPI_FLOAT, full_p, counts.data(), displs.data(),
-                           MPI_FLOAT, raw);
-          },
-          [&] { group.all_gather(chunk, full)->wait(); }, &ag.raw_s, &ag.braid_s);
-      rows.push_back(ag);
+      rows.push_back(
+          {"all_reduce", bytes, 2.0 * (n - 1) / n,
+           time_both(
+               sync, iters,
+               [&] { MPI_Allreduce(MPI_IN_PLACE, full_p, count, MPI_FLOAT, MPI_SUM, raw); },
+               [&] { group.all_reduce(full)->wait(); })});
+      rows.push_back(
+          {"reduce_scatter", bytes, static_cast<double>(n - 1) / n,
+           time_both(
+               sync, iters,
+               [&] { MPI_Reduce_scatter(full_p, chunk_p, counts.data(), MPI_FLOAT, MPI_SUM, raw); },
+               [&] { group.reduce_scatter(full, chunk)->wait(); })});
+      rows.push_back({"all_gather", bytes, static_cast<double>(n - 1) / n,
+                      time_both(
+                          sync, iters,
+                          [&] {
+                            MPI_Allgatherv(chunk_p, counts[rank], MPI_FLOAT, full_p, counts.data(),
+                                           displs.data(), MPI_FLOAT, raw);
+                          },
+                          [&] { group.all_gather(chunk, full)->wait(); })});
     }
 
     if (rank == 0) {
@@ -163,16 +174,16 @@ int main(int argc, char** argv) {
                  "raw us", "braid busbw", "raw busbw", "overhead");
       nlohmann::json results = nlohmann::json::array();
       for (const Row& r : rows) {
-        const double braid_bw = r.bytes / r.braid_s * r.bus_factor / 1e9;
-        const double raw_bw = r.bytes / r.raw_s * r.bus_factor / 1e9;
-        const double overhead = (r.braid_s - r.raw_s) / r.raw_s * 100.0;
+        const double braid_bw = r.bytes / r.timing.braid_s * r.bus_factor / 1e9;
+        const double raw_bw = r.bytes / r.timing.raw_s * r.bus_factor / 1e9;
+        const double overhead = r.timing.overhead_pct;
         fmt::print("{:>9} {:<15} {:>11.1f} {:>11.1f} {:>12.3f} {:>12.3f} {:>9.1f}%\n",
-                   size_str(r.bytes), r.op, r.braid_s * 1e6, r.raw_s * 1e6, braid_bw, raw_bw,
-                   overhead);
+                   size_str(r.bytes), r.op, r.timing.braid_s * 1e6, r.timing.raw_s * 1e6, braid_bw,
+                   raw_bw, overhead);
         results.push_back({{"op", r.op},
                            {"bytes", r.bytes},
-                           {"braid_us", r.braid_s * 1e6},
-                           {"raw_us", r.raw_s * 1e6},
+                           {"braid_us", r.timing.braid_s * 1e6},
+                           {"raw_us", r.timing.raw_s * 1e6},
                            {"braid_busbw_gbps", braid_bw},
                            {"raw_busbw_gbps", raw_bw},
                            {"overhead_pct", overhead}});
