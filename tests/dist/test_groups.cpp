@@ -289,6 +289,8 @@ TEST_F(DistTest, RingTimeoutAbandonsTheRing) {
       EXPECT_NE(message.find(fmt::format("{} seq 1", op)), std::string::npos) << message;
       EXPECT_NE(message.find("rank 1 [last issued seq 0, started seq 0]"), std::string::npos)
           << message;
+      // The op's tensors, described only now that it timed out (not at issue).
+      EXPECT_NE(message.find(fmt::format("f32[{}]", total)), std::string::npos) << message;
       const auto start = std::chrono::steady_clock::now();
       late.reset();
       EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(),
