@@ -46,6 +46,12 @@ class RingStep {
                               comm_, &requests_[1]));
   }
 
+  // One non-blocking test: lets MPI move the step along without waiting for it.
+  void progress() {
+    int done = 0;
+    BRAID_MPI_CHECK(MPI_Testall(2, requests_, &done, MPI_STATUSES_IGNORE));
+  }
+
   // Tests until both requests are done. `leak` holds buffers the requests may still use, which
   // are given up (never freed) when the group fails mid-step.
   void wait(const KeepWaiting& keep_waiting, std::unique_ptr<std::byte[]>& leak) {
@@ -170,6 +176,20 @@ void ring_reduce_scatter(const void* in, void* out, int64_t total, DType dtype, 
   }
 }
 
+// Copies `bytes` from `from` to `to` in slices with a test of the step before each. Open MPI's
+// shared-memory transport moves a large message inside the receiver's test, so testing first
+// pulls the arriving chunk at once and the copy then overlaps the peer pulling ours. Copying
+// first and testing after put the all_gather a median 3.5-7% over MPI_Allgatherv at 1 MiB and
+// 18% at 32 MiB on 2 ranks here; in slices, 2-3% and 0% (docs/performance.md).
+void copy_while_progressing(RingStep& step, const void* from, void* to, size_t bytes) {
+  constexpr size_t kSlice = size_t{256} << 10;
+  for (size_t offset = 0; offset < bytes; offset += kSlice) {
+    step.progress();
+    std::memcpy(static_cast<std::byte*>(to) + offset, static_cast<const std::byte*>(from) + offset,
+                std::min(kSlice, bytes - offset));
+  }
+}
+
 void ring_all_gather(const void* in, void* out, int64_t total, DType dtype, MPI_Comm comm,
                      const KeepWaiting& keep_waiting) {
   const int rank = comm_rank(comm), size = comm_size(comm);
@@ -184,7 +204,7 @@ void ring_all_gather(const void* in, void* out, int64_t total, DType dtype, MPI_
     // Step 0 sends this rank's chunk straight from `in` and copies it into place meanwhile.
     const void* send = s == 0 ? in : chunk(rank - s);
     step.post(chunk(rank - s - 1), count(rank - s - 1), send, count(rank - s));
-    if (s == 0 && !in_place) std::memcpy(chunk(rank), in, count(rank) * esize);
+    if (s == 0 && !in_place) copy_while_progressing(step, in, chunk(rank), count(rank) * esize);
     step.wait(keep_waiting, nothing_to_leak);
   }
   if (size == 1 && !in_place) std::memcpy(chunk(rank), in, count(rank) * esize);

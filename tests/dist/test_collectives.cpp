@@ -225,6 +225,20 @@ TEST_F(DistTest, AllGatherUnevenChunks) {
   }
 }
 
+// Chunks of hundreds of KiB, not a multiple of the 256 KiB slices in which the ring copies a
+// rank's own chunk into place between tests of the transfer (mpi_ring.cpp).
+TEST_F(DistTest, AllGatherLargeChunks) {
+  const int n = size();
+  const int64_t total = 300007;
+  const int64_t count = chunk_size(total, n, rank()), offset = chunk_offset(total, n, rank());
+  Tensor in = Tensor::empty({count});
+  for (int64_t j = 0; j < count; ++j) in.data<float>()[j] = static_cast<float>(offset + j);
+  Tensor out = Tensor::full({total}, -1.0f);
+  world().all_gather(in, out)->wait();
+  const std::vector<float> gathered = out.to_vector();
+  for (int64_t i = 0; i < total; ++i) ASSERT_EQ(gathered[i], static_cast<float>(i)) << i;
+}
+
 TEST_F(DistTest, AllGatherInPlaceFromOwnSlot) {
   const int n = size();
   const int64_t total = 13;
