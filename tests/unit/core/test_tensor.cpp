@@ -256,5 +256,20 @@ TEST(Allocator, CurrentAndPeakCounters) {
   EXPECT_EQ(host_memory_stats().current_bytes, start.current_bytes);
 }
 
+// Large blocks start on a 2 MiB boundary, where the kernel can back them with huge pages;
+// small ones keep the ordinary 64-byte alignment. A large block freed to the cache and taken
+// again keeps its boundary, and its counters stay exact.
+TEST(Allocator, LargeBlocksAlignedForHugePages) {
+  constexpr uintptr_t kHugePage = uintptr_t{2} << 20;
+  const MemoryStats start = host_memory_stats();
+  for (int round = 0; round < 2; ++round) {
+    Tensor large = Tensor::empty({(int64_t{5} << 20) / 4 + 3});  // 5 MiB + 12 bytes
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(large.data_ptr()) % kHugePage, 0u) << "round " << round;
+    EXPECT_EQ(host_memory_stats().current_bytes, start.current_bytes + (int64_t{5} << 20) + 12);
+  }
+  Tensor small = Tensor::empty({1000});
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(small.data_ptr()) % kHostAlignment, 0u);
+}
+
 }  // namespace
 }  // namespace braid::testing
