@@ -46,19 +46,18 @@ class RingStep {
                               comm_, &requests_[1]));
   }
 
-  // One non-blocking test: lets MPI move the step along without waiting for it.
-  void progress() {
+  // One non-blocking test, which also lets MPI move the step along: true once both are done.
+  bool test() {
     int done = 0;
     BRAID_MPI_CHECK(MPI_Testall(2, requests_, &done, MPI_STATUSES_IGNORE));
+    return done != 0;
   }
 
   // Tests until both requests are done. `leak` holds buffers the requests may still use, which
   // are given up (never freed) when the group fails mid-step.
   void wait(const KeepWaiting& keep_waiting, std::unique_ptr<std::byte[]>& leak) {
     for (int spins = 0;; spins = std::min(spins + 1, kSpinsBeforeYield)) {
-      int done = 0;
-      BRAID_MPI_CHECK(MPI_Testall(2, requests_, &done, MPI_STATUSES_IGNORE));
-      if (done) return;
+      if (test()) return;
       if (!keep_waiting()) abandon(leak);
       // A peer that has not arrived yet is usually still computing: after a short spin, let the
       // compute threads of this core run between tests (as Open MPI does when oversubscribed).
@@ -184,7 +183,7 @@ void ring_reduce_scatter(const void* in, void* out, int64_t total, DType dtype, 
 void copy_while_progressing(RingStep& step, const void* from, void* to, size_t bytes) {
   constexpr size_t kSlice = size_t{256} << 10;
   for (size_t offset = 0; offset < bytes; offset += kSlice) {
-    step.progress();
+    step.test();
     std::memcpy(static_cast<std::byte*>(to) + offset, static_cast<const std::byte*>(from) + offset,
                 std::min(kSlice, bytes - offset));
   }
