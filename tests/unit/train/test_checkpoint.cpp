@@ -10,7 +10,6 @@
 #include <vector>
 
 #include "braid/ckpt/checkpoint.h"
-#include "braid/ckpt/crc32c.h"
 #include "braid/ckpt/overlapped_window.h"
 #include "braid/data/token_shard.h"
 #include "braid/parallel/strategy.h"
@@ -22,13 +21,6 @@ namespace braid::train {
 namespace {
 
 namespace fs = std::filesystem;
-
-TEST(Crc32c, KnownVectors) {
-  EXPECT_EQ(ckpt::crc32c("123456789", 9), 0xE3069283u);  // the standard check value
-  EXPECT_EQ(ckpt::crc32c("", 0), 0u);
-  // Continuing a checksum equals checksumming the whole.
-  EXPECT_EQ(ckpt::crc32c("6789", 4, ckpt::crc32c("12345", 5)), 0xE3069283u);
-}
 
 class CheckpointTest : public ::testing::Test {
  protected:
