@@ -55,29 +55,20 @@ void fsync_folder(const fs::path& folder) {
 }
 
 void write_file(const fs::path& path, const std::string& bytes, bool atomic) {
-  write_file(path, std::vector<std::string_view>{bytes}, atomic);
-}
-
-void write_file(const fs::path& path, const std::vector<std::string_view>& pieces, bool atomic) {
   const fs::path target = atomic ? fs::path(path.string() + ".tmp") : path;
   const int fd = ::open(target.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
   BRAID_CHECK(fd >= 0, "cannot create {}: {}", target.string(), std::strerror(errno));
-  size_t total = 0, written = 0;
-  for (std::string_view piece : pieces) total += piece.size();
-  for (std::string_view piece : pieces) {
-    size_t done = 0;
-    while (done < piece.size()) {
-      const ssize_t n = ::write(fd, piece.data() + done, piece.size() - done);
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) {
-        const std::string why = std::strerror(errno);
-        ::close(fd);
-        BRAID_FAIL("writing {} failed after {} of {} bytes: {} (is the disk full?)",
-                   target.string(), written + done, total, why);
-      }
-      done += static_cast<size_t>(n);
+  size_t done = 0;
+  while (done < bytes.size()) {
+    const ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      const std::string why = std::strerror(n < 0 ? errno : ENOSPC);
+      ::close(fd);
+      BRAID_FAIL("writing {} failed after {} of {} bytes: {} (is the disk full?)", target.string(),
+                 done, bytes.size(), why);
     }
-    written += done;
+    done += static_cast<size_t>(n);
   }
   fsync_fd(fd, target);
   ::close(fd);

@@ -7,7 +7,6 @@
 #include <cstdint>
 #include <filesystem>
 #include <string>
-#include <string_view>
 #include <vector>
 
 #include "braid/nn/shard_spec.h"
@@ -31,8 +30,6 @@ std::vector<fs::path> committed_checkpoints(const fs::path& dir);
 // Writes `bytes` to `path` and fsyncs the file; replaces atomically when `atomic` (write to a
 // temporary name, fsync, rename, fsync the folder).
 void write_file(const fs::path& path, const std::string& bytes, bool atomic);
-// The same for several pieces written back to back (no concatenated copy).
-void write_file(const fs::path& path, const std::vector<std::string_view>& pieces, bool atomic);
 void fsync_folder(const fs::path& folder);
 void write_message(const fs::path& path, const google::protobuf::Message& message);
 // Parses a message; a missing, unreadable or malformed file is an error naming it.

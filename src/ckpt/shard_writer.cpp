@@ -1,7 +1,7 @@
 // Shard files with per-chunk checksums, and the rank-0 half of the commit protocol.
 #include "shard_writer.h"
 
-#include "braid/ckpt/crc32c.h"
+#include "chunked_file_writer.h"
 #include "fault_injection.h"
 
 namespace braid::ckpt {
@@ -71,41 +71,40 @@ std::set<std::string> whole_parameters_written_by_tp0(const nn::Module& model, i
 
 void write_rank_shard(const fs::path& folder, int rank, std::vector<ShardEntry>& entries,
                       const std::map<std::string, int64_t>& param_steps, int64_t step) {
-  proto::RankManifest manifest;
-  manifest.set_rank(rank);
-  // The tensors are written straight from their (private) buffers, back to back.
-  std::vector<std::string_view> pieces;
-  int64_t offset = 0;
+  int64_t total = 0;
   for (ShardEntry& e : entries) {
     e.values = e.values.contiguous();
-    const char* bytes = static_cast<const char*>(e.values.data_ptr());
-    const int64_t length = static_cast<int64_t>(e.values.nbytes());
+    total += static_cast<int64_t>(e.values.nbytes());
+  }
+  const fs::path data_file = folder / rank_data_file(rank);
+  BRAID_CHECK(!fault_requested("enospc", step, rank),
+              "writing {} failed after {} of {} bytes: No space left on device (is the disk "
+              "full?) [injected]",
+              data_file.string(), total / 2, total);
+  // The tensors are streamed from their (private) buffers, back to back, each chunk
+  // checksummed as it goes.
+  proto::RankManifest manifest;
+  manifest.set_rank(rank);
+  ChunkedFileWriter file(data_file, total);
+  for (size_t i = 0; i < entries.size(); ++i) {
+    const ShardEntry& e = entries[i];
+    if (i == entries.size() / 2 && fault_requested("mid_file", step, rank)) {
+      file.finish();
+      crash_if_requested("mid_file", step, rank);
+    }
     proto::TensorSlice* slice = manifest.add_tensors();
     slice->set_name(e.name);
     slice->set_dtype(std::string(dtype_name(e.values.dtype())));
     set_spec(*slice, e.shard);
     slice->set_file(rank_data_file(rank));
-    slice->set_byte_offset(offset);
-    slice->set_byte_length(length);
+    slice->set_byte_offset(file.bytes_appended());
+    slice->set_byte_length(static_cast<int64_t>(e.values.nbytes()));
     slice->set_chunk_bytes(kChunkBytes);
-    for (int64_t begin = 0; begin < length; begin += kChunkBytes)
-      slice->add_chunk_crc32c(
-          crc32c(bytes + begin, static_cast<size_t>(std::min(kChunkBytes, length - begin))));
-    pieces.emplace_back(bytes, static_cast<size_t>(length));
-    offset += length;
+    for (uint32_t crc : file.append(e.values.data_ptr(), slice->byte_length(), kChunkBytes))
+      slice->add_chunk_crc32c(crc);
   }
+  file.finish();
   for (const auto& [param, steps] : param_steps) (*manifest.mutable_param_steps())[param] = steps;
-  const fs::path data_file = folder / rank_data_file(rank);
-  if (fault_requested("mid_file", step, rank)) {
-    std::vector<std::string_view> half(pieces.begin(), pieces.begin() + pieces.size() / 2);
-    write_file(data_file, half, false);
-    crash_if_requested("mid_file", step, rank);
-  }
-  BRAID_CHECK(!fault_requested("enospc", step, rank),
-              "writing {} failed after {} of {} bytes: No space left on device (is the disk "
-              "full?) [injected]",
-              data_file.string(), offset / 2, offset);
-  write_file(data_file, pieces, /*atomic=*/false);
   write_message(folder / rank_manifest_file(rank), manifest);
   crash_if_requested("before_commit", step, rank);
 }
