@@ -1,6 +1,7 @@
 // Checkpoint stall: how long training stops for each checkpoint mode, and what it costs after.
 //   checkpoint_stall [--models small,124m --every 10,50 --modes sync,async
-//                     --steps-small 60 --steps-124m 30 --warmup 2 --after 2 --threads 0
+//                     --steps-small 60 --steps-124m 30 --warmup 2 --after 2 --pairs 6
+//                     --threads 0
 //                     --json benchmarks/results/checkpoint_stall.json]
 // benchmarks/checkpoint_stall.sh runs it from any folder with the build's binary.
 //
@@ -35,6 +36,14 @@
 //              this interval. The mean, not the median, so that steps x S is what the steps
 //              would have taken without checkpoints even when step times are skewed (a busy
 //              machine); the JSON also has overhead_pct_vs_median, the same with the median.
+//              It charges the whole run for the last checkpoint's write (the final wait), and
+//              its baseline S comes from the few steps no checkpoint touches, so it moves by
+//              several percent between runs on a busy machine; hence
+//   cost ms    one checkpoint's cost from a second trainer (run_paired): the median over
+//              --pairs pairs of adjacent intervals of `every` steps, one opening with a
+//              checkpoint and waiting for it to commit at its end, one without;
+//   paired     that cost over the interval without: the overhead of checkpointing every
+//              `every` steps (blank for overlapped when `every` is shorter than its window).
 // An interval at least as long as the run saves nothing; its row shows dashes (JSON null).
 #include <fmt/format.h>
 #include <unistd.h>
@@ -134,9 +143,9 @@ int64_t folder_bytes(const fs::path& folder) {
   return total;
 }
 
-RunResult run(const ModelSpec& m, int64_t steps, int64_t every, int64_t after,
-              const std::string& mode, int64_t warmup, int64_t threads, const fs::path& data_dir,
-              const fs::path& ckpt_dir) {
+std::unique_ptr<train::Trainer> make_trainer(const ModelSpec& m, const std::string& mode,
+                                             int64_t threads, const fs::path& data_dir,
+                                             const fs::path& ckpt_dir) {
   fs::remove_all(ckpt_dir);
   const std::string config =
       fmt::format(R"(
@@ -148,7 +157,14 @@ checkpoint {{ dir: "{}" mode: "{}" keep: 2 every_steps: 0 }}
 )",
                   m.vocab, m.layers, m.heads, m.width, m.seq, data_dir.string(), m.batch, m.seq,
                   threads, ckpt_dir.string(), mode);
-  train::Trainer trainer(train::parse_config(config, "checkpoint_stall"));
+  return std::make_unique<train::Trainer>(train::parse_config(config, "checkpoint_stall"));
+}
+
+RunResult run(const ModelSpec& m, int64_t steps, int64_t every, int64_t after,
+              const std::string& mode, int64_t warmup, int64_t threads, const fs::path& data_dir,
+              const fs::path& ckpt_dir) {
+  const auto owned_trainer = make_trainer(m, mode, threads, data_dir, ckpt_dir);
+  train::Trainer& trainer = *owned_trainer;
   // The first steps allocate the optimizer state and warm the caches: not a checkpoint's cost.
   for (int64_t i = 0; i < warmup; ++i) trainer.train_step();
 
@@ -202,6 +218,48 @@ checkpoint {{ dir: "{}" mode: "{}" keep: 2 every_steps: 0 }}
   observe_commits();
   r.committed = static_cast<int64_t>(seen.size());
   if (r.committed > 0) r.bytes_per_checkpoint = folder_bytes(ckpt::resolve_checkpoint(ckpt_dir));
+  return r;
+}
+
+// The cost of one checkpoint, from pairs of adjacent intervals of `every` steps: one opens
+// with a checkpoint and ends by waiting for it to commit, so its stall, its window, its write
+// competing with the steps and any final wait all fall inside it; the other has no
+// checkpoint. The order alternates between pairs, so a machine that drifts faster or slower
+// over the run favours neither side, and each pair's difference is taken between intervals
+// seconds apart. Cost over the clean interval is the overhead of checkpointing every `every`
+// steps, provided one checkpoint finishes within an interval (it is waited for otherwise,
+// which counts against it).
+struct PairedResult {
+  std::vector<double> cost_ms, clean_ms;  // per pair
+};
+
+PairedResult run_paired(const ModelSpec& m, int64_t every, int64_t pairs, const std::string& mode,
+                        int64_t warmup, int64_t threads, const fs::path& data_dir,
+                        const fs::path& ckpt_dir) {
+  PairedResult r;
+  const auto trainer = make_trainer(m, mode, threads, data_dir, ckpt_dir);
+  // An overlapped checkpoint commits window - 1 steps after save(): it must land in its interval.
+  if (mode == "overlapped" && every < trainer->config().checkpoint().window()) return r;
+  for (int64_t i = 0; i < warmup; ++i) trainer->train_step();
+  auto interval = [&](bool checkpointed) {
+    const auto t0 = Clock::now();
+    if (checkpointed) trainer->save_checkpoint();
+    for (int64_t k = 0; k < every; ++k) trainer->train_step();
+    if (checkpointed) trainer->wait_for_checkpoint();
+    return ms_since(t0);
+  };
+  for (int64_t p = 0; p < pairs; ++p) {
+    double with = 0, without = 0;
+    if (p % 2 == 0) {
+      with = interval(true);
+      without = interval(false);
+    } else {
+      without = interval(false);
+      with = interval(true);
+    }
+    r.cost_ms.push_back(with - without);
+    r.clean_ms.push_back(without);
+  }
   return r;
 }
 
@@ -274,15 +332,11 @@ int main(int argc, char** argv) {
       fs::temp_directory_path() / ("braid_checkpoint_stall_" + std::to_string(::getpid()));
   try {
     std::map<std::string, std::string> flags = {
-        {"models", "small,124m"},
-        {"every", "10,50"},
-        {"modes", "sync,async"},
-        {"steps-small", "60"},
-        {"steps-124m", "30"},
-        {"warmup", "2"},
-        {"after", "2"},
-        {"threads", "0"},
-        {"json", "benchmarks/results/checkpoint_stall.json"}};
+        {"models", "small,124m"}, {"every", "10,50"},
+        {"modes", "sync,async"},  {"steps-small", "60"},
+        {"steps-124m", "30"},     {"warmup", "2"},
+        {"after", "2"},           {"pairs", "6"},
+        {"threads", "0"},         {"json", "benchmarks/results/checkpoint_stall.json"}};
     for (int i = 1; i < argc; i += 2) {
       const std::string flag = argv[i];
       BRAID_CHECK(flag.rfind("--", 0) == 0 && flags.count(flag.substr(2)), "unknown flag {}", flag);
@@ -309,12 +363,15 @@ int main(int argc, char** argv) {
     const int64_t warmup = std::stoll(flags["warmup"]), threads = std::stoll(flags["threads"]);
     const int64_t after = std::stoll(flags["after"]);
     BRAID_CHECK(after >= 1, "--after must be at least 1, got {}", after);
+    const int64_t pairs = std::stoll(flags["pairs"]);
+    BRAID_CHECK(pairs >= 0, "--pairs must be >= 0 (0: no paired measurement), got {}", pairs);
 
     nlohmann::json rows = nlohmann::json::array();
     const std::string header = fmt::format(
-        "{:<6} {:>5} {:<10} {:>7} {:>9} {:>10} {:>8} {:>6} {:>8} {:>8} {:>8} {:>8} {:>9}", "model",
-        "every", "mode", "ckpts", "stall ms", "stall/step", "step ms", "after", "MiB/ckpt", "+peak",
-        "+rss", "wait ms", "overhead");
+        "{:<6} {:>5} {:<10} {:>7} {:>9} {:>10} {:>8} {:>6} {:>8} {:>8} {:>8} {:>8} {:>9} {:>8} "
+        "{:>8}",
+        "model", "every", "mode", "ckpts", "stall ms", "stall/step", "step ms", "after", "MiB/ckpt",
+        "+peak", "+rss", "wait ms", "overhead", "cost ms", "paired");
     for (const auto& m : models) {
       const int64_t steps = std::stoll(flags[m.steps_flag]);
       BRAID_CHECK(steps > 0, "--{} must be positive", m.steps_flag);
@@ -330,16 +387,25 @@ int main(int argc, char** argv) {
         for (const auto& mode : modes) {
           const RunResult r =
               run(m, steps, every, after, mode, warmup, threads, data_dir, tmp / "ckpt");
-          fs::remove_all(tmp / "ckpt");
           const Row row = summarise(r, steps, after);
-          std::printf("%-6s %5lld %-10s %7s %s %s %s %s %s %s %s %s %s\n", m.name.c_str(),
+          const PairedResult paired =
+              pairs > 0 ? run_paired(m, every, pairs, mode, warmup, threads, data_dir, tmp / "ckpt")
+                        : PairedResult{};
+          fs::remove_all(tmp / "ckpt");
+          std::vector<double> paired_pct;
+          for (size_t i = 0; i < paired.cost_ms.size(); ++i)
+            paired_pct.push_back(100.0 * paired.cost_ms[i] / paired.clean_ms[i]);
+          const double cost_ms = paired.cost_ms.empty() ? kNaN : median(paired.cost_ms);
+          const double paired_overhead = paired_pct.empty() ? kNaN : median(paired_pct);
+          std::printf("%-6s %5lld %-10s %7s %s %s %s %s %s %s %s %s %s %s %s\n", m.name.c_str(),
                       (long long)every, mode.c_str(),
                       fmt::format("{}/{}", r.saves.size(), r.committed).c_str(),
                       cell(row.stall_ms, 9, 1).c_str(), cell(row.stall_per_step, 10, 2).c_str(),
                       cell(row.step_ms, 8, 1).c_str(), cell(row.after_ratio, 6, 2).c_str(),
                       cell(row.mib, 8, 1).c_str(), cell(row.peak_mib, 8, 1).c_str(),
                       cell(row.rss_mib, 8, 1).c_str(), cell(r.wait_ms, 8, 1).c_str(),
-                      (cell(row.overhead_pct, 8, 1) + "%").c_str());
+                      (cell(row.overhead_pct, 8, 1) + "%").c_str(), cell(cost_ms, 8, 1).c_str(),
+                      (cell(paired_overhead, 7, 2) + "%").c_str());
           std::fflush(stdout);
           nlohmann::json saves = nlohmann::json::array();
           for (const auto& s : r.saves)
@@ -376,6 +442,10 @@ int main(int argc, char** argv) {
                           {"total_ms", r.total_ms},
                           {"overhead_pct", row.overhead_pct},
                           {"overhead_pct_vs_median", row.overhead_pct_vs_median},
+                          {"paired_cost_ms", paired.cost_ms},
+                          {"paired_clean_interval_ms", paired.clean_ms},
+                          {"paired_cost_ms_median", cost_ms},
+                          {"paired_overhead_pct_median", paired_overhead},
                           {"step_ms", r.step_ms},
                           {"saves", saves}});
         }
@@ -386,8 +456,9 @@ int main(int argc, char** argv) {
         "after: the %lld steps\nafter a checkpoint over as many ordinary ones (median over "
         "checkpoints); +peak: tracked allocator growth\nduring save (MiB); +rss: resident "
         "high-water growth over save + %lld steps (MiB); overhead: against the\nmean ordinary "
-        "step\n",
-        (long long)after, (long long)after);
+        "step; cost ms: one checkpoint's cost, the median over %lld pairs of intervals of\n"
+        "`every` steps with and without one; paired: that cost over the interval without\n",
+        (long long)after, (long long)after, (long long)pairs);
     const fs::path json = flags["json"];
     if (!json.empty()) {
       if (json.has_parent_path()) fs::create_directories(json.parent_path());
