@@ -29,7 +29,7 @@ void binary_impl(const Tensor& a, const Tensor& b, Tensor& out) {
   const float* pb = static_cast<const float*>(b.storage()->data()) + b.offset();
   float* po = static_cast<float*>(out.storage()->data()) + out.offset();
   if (a.is_contiguous() && b.is_contiguous() && out.is_contiguous()) {
-#pragma omp parallel for simd if (n > kParallelThreshold)
+#pragma omp parallel for simd if (parallel : n > kParallelThreshold)
     for (int64_t i = 0; i < n; ++i) po[i] = apply<Op>(pa[i], pb[i]);
     return;
   }
@@ -79,7 +79,7 @@ void affine(const Tensor& x, float alpha, float beta, Tensor& out) {
   const int64_t n = x.numel();
   const float* px = x.data<float>();
   float* po = out.data<float>();
-#pragma omp parallel for simd if (n > kParallelThreshold)
+#pragma omp parallel for simd if (parallel : n > kParallelThreshold)
   for (int64_t i = 0; i < n; ++i) po[i] = alpha * px[i] + beta;
 }
 

@@ -19,7 +19,7 @@ void adamw(Tensor& param, const Tensor& grad, Tensor& exp_avg, Tensor& exp_avg_s
   const float bias2_sqrt = static_cast<float>(std::sqrt(bias2));
   const float step_size = static_cast<float>(hp.lr / bias1);
   const float one_minus_b1 = 1.0f - hp.beta1, one_minus_b2 = 1.0f - hp.beta2;
-#pragma omp parallel for simd if (n > (1 << 15))
+#pragma omp parallel for simd if (parallel : n > (1 << 15))
   for (int64_t i = 0; i < n; ++i) {
     const float gi = g[i] * grad_scale;
     const float mi = hp.beta1 * m[i] + one_minus_b1 * gi;
@@ -37,7 +37,7 @@ void sgd(Tensor& param, const Tensor& grad, Tensor& momentum_buf, float lr, floa
   float* p = param.data<float>();
   const float* g = grad.data<float>();
   float* buf = momentum != 0.0f ? momentum_buf.data<float>() : nullptr;
-#pragma omp parallel for simd if (n > (1 << 15))
+#pragma omp parallel for simd if (parallel : n > (1 << 15))
   for (int64_t i = 0; i < n; ++i) {
     float d = g[i] * grad_scale + weight_decay * p[i];
     if (buf) {
