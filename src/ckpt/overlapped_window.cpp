@@ -115,20 +115,41 @@ void OverlappedWindow::finish() {
   BRAID_CHECK(copied_ == blocks_ && !copier_.running(),
               "overlapped checkpoint window finished before its last block was copied");
   autograd::NoGradGuard no_grad;
-  const auto adamw = ops::kernel<ops::AdamWKernel>(Device::cpu());
-  // Updates in the order they happened; each touches the blocks copied before it.
-  for (const Update& u : updates_) {
-    if (u.skipped) continue;
-    for (size_t i = 0; i < copies_.size(); ++i) {
-      if (block_of_[i] >= u.first_block || !u.grads[i].defined()) continue;
-      ShardCopy& c = copies_[i];
-      const ops::AdamWHyper hyper{u.lr,       adamw_.beta1,     adamw_.beta2,
-                                  adamw_.eps, weight_decay_[i], ++c.steps};
-      adamw(c.value, u.grads[i], c.exp_avg, c.exp_avg_sq, hyper, u.grad_scale);
-    }
-  }
+  for (size_t i = 0; i < copies_.size(); ++i) replay(i);
   updates_.clear();
   finished_ = true;
+}
+
+void OverlappedWindow::replay(size_t shard) {
+  // The updates this shard's copy missed, in the order they happened.
+  std::vector<const Update*> missed;
+  for (const Update& u : updates_)
+    if (!u.skipped && block_of_[shard] < u.first_block && u.grads[shard].defined())
+      missed.push_back(&u);
+  if (missed.empty()) return;
+  const auto adamw = ops::kernel<ops::AdamWKernel>(Device::cpu());
+  ShardCopy& c = copies_[shard];
+  // Tile by tile, every missed update on the tile before the next one: the tile stays in the
+  // cache, so the state is read and written once rather than once per update (a third of
+  // the memory traffic for the 3 updates a block misses on average in a window of 7). AdamW
+  // is elementwise, so this is bitwise the same as whole passes in update order; tiles stay
+  // below the kernel's threading threshold, so each runs on this one thread.
+  constexpr int64_t kTile = 16384;  // 64 KiB per stream: p, m, v and the missed gradients fit L2
+  const int64_t n = c.value.numel();
+  for (int64_t begin = 0; begin < n; begin += kTile) {
+    const int64_t length = std::min(kTile, n - begin);
+    Tensor value = c.value.narrow(0, begin, length);
+    Tensor exp_avg = c.exp_avg.narrow(0, begin, length);
+    Tensor exp_avg_sq = c.exp_avg_sq.narrow(0, begin, length);
+    int64_t step = c.steps;
+    for (const Update* u : missed) {
+      const ops::AdamWHyper hyper{u->lr,      adamw_.beta1,         adamw_.beta2,
+                                  adamw_.eps, weight_decay_[shard], ++step};
+      adamw(value, u->grads[shard].narrow(0, begin, length), exp_avg, exp_avg_sq, hyper,
+            u->grad_scale);
+    }
+  }
+  c.steps += static_cast<int64_t>(missed.size());
 }
 
 }  // namespace braid::ckpt

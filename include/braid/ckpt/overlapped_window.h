@@ -65,6 +65,7 @@ class OverlappedWindow {
   void check_same(const std::vector<optim::StateShard>& shards) const;
   void copy_block(const std::vector<optim::StateShard>& shards, int block);
   void start_copy(const std::vector<optim::StateShard>& shards, int block);
+  void replay(size_t shard);  // the recorded updates its copy missed
 
   int blocks_;
   int copied_ = 0;  // blocks copied or being copied

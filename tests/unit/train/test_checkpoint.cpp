@@ -310,6 +310,12 @@ TEST(OverlappedWindow, ReplayMatchesTheLiveOptimizerWithSkipsAndMissingGradients
     p.set_requires_grad(true);
     entries.push_back({fmt::format("p{}", i), p, i % 2 ? 0.1f : 0.0f});
   }
+  // One parameter large enough that the live update runs on several threads and the replay
+  // works through several cache tiles and a partial last one (53,357 elements); the largest
+  // goes into block 0, which misses every update.
+  Tensor big = testing::randn({229, 233}, 50);
+  big.set_requires_grad(true);
+  entries.push_back({"big", big, 0.1f});
   optim::AdamW live(entries, {0.9f, 0.95f, 1e-8f});
   auto set_grads = [&](int step) {
     for (size_t i = 0; i < entries.size(); ++i) {
