@@ -9,6 +9,7 @@
 #include "braid/ckpt/checkpoint.h"
 #include "braid/ckpt/overlapped_window.h"
 #include "braid/core/logging.h"
+#include "braid/core/thread_priority.h"
 #include "fault_injection.h"
 #include "format.h"
 #include "shard_writer.h"
@@ -122,6 +123,8 @@ void Checkpointer::save_as(Mode mode, const nn::Module& model, const optim::Opti
 
 void Checkpointer::start_writer(std::shared_ptr<Pending> job, std::function<void()> prepare) {
   writer_.start([this, job, prepare = std::move(prepare)] {
+    // Replay, checksums and staging use only CPU time the training threads leave idle.
+    run_at_idle_priority();
     if (prepare) prepare();
     write_and_commit(job);
   });
