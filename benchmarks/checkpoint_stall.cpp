@@ -22,7 +22,13 @@
 //              milliseconds (after_checkpoint_extra_ms: those steps minus as many ordinary
 //              ones). A mode that spreads its copy over the steps after save() (overlapped:
 //              its window, 7 by default) needs --after at least that long to be compared;
+//   window     the steps an overlapped window is open after save() (window - 1), and
+//   write      the steps from then until the checkpoint was seen committed (its write beside
+//              them), each as mean step time over the ordinary step, median over checkpoints;
+//              "-" where no step ran (sync, or a write done before the next step);
 //   MiB/ckpt   bytes of the committed step folder (every checkpoint holds the same tensors);
+//   copied     MiB the last checkpoint copied in host memory (Checkpointer::bytes_copied: the
+//              state, or an overlapped window's blocks plus the gradients it recorded);
 //   +peak      growth of the tracked host allocator's peak during save() (braid::
 //              host_memory_stats): the tensor copies. Buffers outside the allocator (the
 //              serialisation string of the shard file) do not show here, hence
@@ -91,7 +97,10 @@ const std::vector<ModelSpec> kModels = {{"small", 4, 256, 4, 257, 128, 4, "steps
                                         {"124m", 12, 768, 12, 50257, 64, 1, "steps-124m"}};
 
 struct SaveSample {
-  int64_t after_step = 0;  // measured step the checkpoint follows (1-based)
+  int64_t after_step = 0;    // measured step the checkpoint follows (1-based)
+  int64_t lands_at = 0;      // the training step it holds (overlapped: window - 1 steps later)
+  int64_t commit_step = -1;  // measured step after which it was seen committed (after_step:
+                             // within save(); steps + 1: only at the final wait)
   double stall_ms = 0;
   int64_t extra_peak_bytes = 0;   // tracked allocator: peak during save() - live before it
   int64_t held_bytes = 0;         // tracked allocator: live after save() - live before it
@@ -101,9 +110,11 @@ struct SaveSample {
 struct RunResult {
   std::vector<double> step_ms;
   std::vector<SaveSample> saves;
+  int64_t window_steps = 0;  // steps an overlapped window stays open after save()
   double wait_ms = 0, total_ms = 0;
   int64_t bytes_per_checkpoint = 0;
-  int64_t committed = 0;  // distinct checkpoints seen committed during and after the run
+  int64_t bytes_copied = 0;  // host-memory copies of the last checkpoint
+  int64_t committed = 0;     // distinct checkpoints seen committed during and after the run
 };
 
 std::vector<std::string> split(const std::string& list) {
@@ -180,11 +191,17 @@ RunResult run(const ModelSpec& m, int64_t steps, int64_t every, int64_t after,
   };
   // Commits happen on a writer thread or steps after save(), and keep: 2 deletes old ones:
   // count the distinct newest checkpoints seen between steps (a directory read, microseconds).
+  // A commit also dates every earlier checkpoint's: they commit in order.
   std::set<std::string> seen;
-  auto observe_commits = [&] {
-    if (ckpt::has_committed_checkpoint(ckpt_dir.string()))
-      seen.insert(ckpt::resolve_checkpoint(ckpt_dir.string()));
+  auto observe_commits = [&](int64_t k) {
+    if (!ckpt::has_committed_checkpoint(ckpt_dir.string())) return;
+    const fs::path newest = ckpt::resolve_checkpoint(ckpt_dir.string());
+    seen.insert(newest.string());
+    const int64_t landed = std::stoll(newest.filename().string().substr(5));  // step_<N>
+    for (SaveSample& s : r.saves)
+      if (s.commit_step < 0 && s.lands_at <= landed) s.commit_step = k;
   };
+  if (mode == "overlapped") r.window_steps = trainer.config().checkpoint().window() - 1;
   const auto run_start = Clock::now();
   for (int64_t k = 1; k <= steps; ++k) {
     // Wall time of the whole call rather than StepMetrics.step_ms, so that steps and saves
@@ -192,12 +209,13 @@ RunResult run(const ModelSpec& m, int64_t steps, int64_t every, int64_t after,
     const auto t0 = Clock::now();
     trainer.train_step();
     r.step_ms.push_back(ms_since(t0));
-    observe_commits();
+    observe_commits(k);
     if (open >= 0 && k == r.saves[open].after_step + after) close_rss_window();
     if (k % every != 0) continue;
     close_rss_window();  // every <= after: the next save starts before the window ends
     SaveSample s;
     s.after_step = k;
+    s.lands_at = trainer.step() + r.window_steps;
     const MemoryStats before = host_memory_stats();
     rss_before = reset_rss_peak() ? proc_status_bytes("VmRSS") : -1;
     reset_host_peak();
@@ -209,14 +227,16 @@ RunResult run(const ModelSpec& m, int64_t steps, int64_t every, int64_t after,
     s.held_bytes = after.current_bytes - before.current_bytes;
     r.saves.push_back(s);
     open = static_cast<int>(r.saves.size()) - 1;
+    observe_commits(k);  // sync commits within save()
   }
   const auto t_wait = Clock::now();
   trainer.wait_for_checkpoint();
   r.wait_ms = ms_since(t_wait);
   r.total_ms = ms_since(run_start);
   close_rss_window();
-  observe_commits();
+  observe_commits(steps + 1);
   r.committed = static_cast<int64_t>(seen.size());
+  r.bytes_copied = trainer.checkpointer()->bytes_copied();
   if (r.committed > 0) r.bytes_per_checkpoint = folder_bytes(ckpt::resolve_checkpoint(ckpt_dir));
   return r;
 }
@@ -265,8 +285,9 @@ PairedResult run_paired(const ModelSpec& m, int64_t every, int64_t pairs, const 
 
 struct Row {
   double stall_ms = kNaN, stall_max_ms = kNaN, stall_per_step = kNaN, step_ms = kNaN,
-         after_ratio = kNaN, after_extra_ms = kNaN, mib = kNaN, peak_mib = kNaN, held_mib = kNaN,
-         rss_mib = kNaN, overhead_pct = kNaN, overhead_pct_vs_median = kNaN;
+         after_ratio = kNaN, after_extra_ms = kNaN, window_ratio = kNaN, write_ratio = kNaN,
+         mib = kNaN, peak_mib = kNaN, held_mib = kNaN, rss_mib = kNaN, overhead_pct = kNaN,
+         overhead_pct_vs_median = kNaN;
 };
 
 Row summarise(const RunResult& r, int64_t steps, int64_t after) {
@@ -312,6 +333,24 @@ Row summarise(const RunResult& r, int64_t steps, int64_t after) {
   }
   row.after_ratio = median(ratios);
   row.after_extra_ms = median(extras);
+  // The same split at the window's end: steps with the window open, then steps until the
+  // commit was seen (the write running beside them).
+  auto inflation = [&](auto first, auto last) {
+    std::vector<double> per_save;
+    for (const auto& s : r.saves) {
+      const int64_t a = first(s), b = std::min(steps, last(s));
+      if (s.commit_step < 0 || b < a) continue;
+      double sum = 0;
+      for (int64_t k = a; k <= b; ++k) sum += r.step_ms[static_cast<size_t>(k - 1)];
+      per_save.push_back(sum / static_cast<double>(b - a + 1) / row.step_ms);
+    }
+    return per_save.empty() ? kNaN : median(per_save);
+  };
+  const int64_t w = r.window_steps;
+  row.window_ratio = inflation([](const SaveSample& s) { return s.after_step + 1; },
+                               [&](const SaveSample& s) { return s.after_step + w; });
+  row.write_ratio = inflation([&](const SaveSample& s) { return s.after_step + w + 1; },
+                              [](const SaveSample& s) { return s.commit_step; });
   row.mib = static_cast<double>(r.bytes_per_checkpoint) / kMiB;
   row.peak_mib = peak / kMiB;
   row.held_mib = held / kMiB;
@@ -368,10 +407,10 @@ int main(int argc, char** argv) {
 
     nlohmann::json rows = nlohmann::json::array();
     const std::string header = fmt::format(
-        "{:<6} {:>5} {:<10} {:>7} {:>9} {:>10} {:>8} {:>6} {:>8} {:>8} {:>8} {:>8} {:>9} {:>8} "
-        "{:>8}",
-        "model", "every", "mode", "ckpts", "stall ms", "stall/step", "step ms", "after", "MiB/ckpt",
-        "+peak", "+rss", "wait ms", "overhead", "cost ms", "paired");
+        "{:<6} {:>5} {:<10} {:>7} {:>9} {:>10} {:>8} {:>6} {:>6} {:>6} {:>8} {:>8} {:>8} {:>8} "
+        "{:>9} {:>8} {:>8} {:>8}",
+        "model", "every", "mode", "ckpts", "stall ms", "stall/step", "step ms", "after", "window",
+        "write", "MiB/ckpt", "copied", "+peak", "+rss", "wait ms", "overhead", "cost ms", "paired");
     for (const auto& m : models) {
       const int64_t steps = std::stoll(flags[m.steps_flag]);
       BRAID_CHECK(steps > 0, "--{} must be positive", m.steps_flag);
@@ -397,19 +436,24 @@ int main(int argc, char** argv) {
             paired_pct.push_back(100.0 * paired.cost_ms[i] / paired.clean_ms[i]);
           const double cost_ms = paired.cost_ms.empty() ? kNaN : median(paired.cost_ms);
           const double paired_overhead = paired_pct.empty() ? kNaN : median(paired_pct);
-          std::printf("%-6s %5lld %-10s %7s %s %s %s %s %s %s %s %s %s %s %s\n", m.name.c_str(),
-                      (long long)every, mode.c_str(),
-                      fmt::format("{}/{}", r.saves.size(), r.committed).c_str(),
-                      cell(row.stall_ms, 9, 1).c_str(), cell(row.stall_per_step, 10, 2).c_str(),
-                      cell(row.step_ms, 8, 1).c_str(), cell(row.after_ratio, 6, 2).c_str(),
-                      cell(row.mib, 8, 1).c_str(), cell(row.peak_mib, 8, 1).c_str(),
-                      cell(row.rss_mib, 8, 1).c_str(), cell(r.wait_ms, 8, 1).c_str(),
-                      (cell(row.overhead_pct, 8, 1) + "%").c_str(), cell(cost_ms, 8, 1).c_str(),
-                      (cell(paired_overhead, 7, 2) + "%").c_str());
+          std::printf(
+              "%-6s %5lld %-10s %7s %s %s %s %s %s %s %s %s %s %s %s %s %s %s\n", m.name.c_str(),
+              (long long)every, mode.c_str(),
+              fmt::format("{}/{}", r.saves.size(), r.committed).c_str(),
+              cell(row.stall_ms, 9, 1).c_str(), cell(row.stall_per_step, 10, 2).c_str(),
+              cell(row.step_ms, 8, 1).c_str(), cell(row.after_ratio, 6, 2).c_str(),
+              cell(row.window_ratio, 6, 2).c_str(), cell(row.write_ratio, 6, 2).c_str(),
+              cell(row.mib, 8, 1).c_str(),
+              cell(r.saves.empty() ? kNaN : static_cast<double>(r.bytes_copied) / kMiB, 8, 1)
+                  .c_str(),
+              cell(row.peak_mib, 8, 1).c_str(), cell(row.rss_mib, 8, 1).c_str(),
+              cell(r.wait_ms, 8, 1).c_str(), (cell(row.overhead_pct, 8, 1) + "%").c_str(),
+              cell(cost_ms, 8, 1).c_str(), (cell(paired_overhead, 7, 2) + "%").c_str());
           std::fflush(stdout);
           nlohmann::json saves = nlohmann::json::array();
           for (const auto& s : r.saves)
             saves.push_back({{"after_step", s.after_step},
+                             {"commit_step", s.commit_step},
                              {"stall_ms", s.stall_ms},
                              {"extra_peak_bytes", s.extra_peak_bytes},
                              {"held_after_save_bytes", s.held_bytes},
@@ -434,7 +478,10 @@ int main(int argc, char** argv) {
                           {"ordinary_step_ms_median", row.step_ms},
                           {"after_checkpoint_inflation", row.after_ratio},
                           {"after_checkpoint_extra_ms", row.after_extra_ms},
+                          {"window_inflation", row.window_ratio},
+                          {"write_inflation", row.write_ratio},
                           {"bytes_per_checkpoint", r.bytes_per_checkpoint},
+                          {"bytes_copied_per_checkpoint", r.bytes_copied},
                           {"extra_peak_mib", row.peak_mib},
                           {"held_after_save_mib", row.held_mib},
                           {"rss_growth_mib", row.rss_mib},
@@ -452,12 +499,15 @@ int main(int argc, char** argv) {
       }
     }
     std::printf(
-        "\nckpts: saves requested/committed; stall/step: stall over the ordinary (median) step; "
-        "after: the %lld steps\nafter a checkpoint over as many ordinary ones (median over "
-        "checkpoints); +peak: tracked allocator growth\nduring save (MiB); +rss: resident "
-        "high-water growth over save + %lld steps (MiB); overhead: against the\nmean ordinary "
-        "step; cost ms: one checkpoint's cost, the median over %lld pairs of intervals of\n"
-        "`every` steps with and without one; paired: that cost over the interval without\n",
+        "\nckpts: saves requested/committed; stall/step: stall over the ordinary (median) step\n"
+        "after: the %lld steps after a checkpoint over as many ordinary ones (median over them)\n"
+        "window / write: the steps with an overlapped window open / from then until the commit\n"
+        "  was seen, over ordinary steps (median over checkpoints; '-': no such step)\n"
+        "copied: MiB copied in memory; +peak: tracked allocator growth during save (MiB)\n"
+        "+rss: resident high-water growth over save + %lld steps (MiB)\n"
+        "overhead: the run's extra wall time against its mean ordinary step\n"
+        "cost ms: one checkpoint's cost, the median over %lld pairs of intervals of `every` steps\n"
+        "  with and without one; paired: that cost over the interval without\n",
         (long long)after, (long long)after, (long long)pairs);
     const fs::path json = flags["json"];
     if (!json.empty()) {

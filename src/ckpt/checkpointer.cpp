@@ -16,6 +16,16 @@
 
 namespace braid::ckpt {
 
+namespace {
+
+int64_t entry_bytes(const std::vector<ShardEntry>& entries) {
+  int64_t total = 0;
+  for (const ShardEntry& e : entries) total += static_cast<int64_t>(e.values.nbytes());
+  return total;
+}
+
+}  // namespace
+
 Mode mode_from_name(const std::string& name) {
   if (name == "sync") return Mode::sync;
   if (name == "async") return Mode::async;
@@ -114,6 +124,7 @@ void Checkpointer::save_as(Mode mode, const nn::Module& model, const optim::Opti
       collect_rank_state(model, optimizer, shards, not_mine, /*copy=*/true, first_replica);
   job->entries = std::move(mine.entries);
   job->param_steps = std::move(mine.param_steps);
+  bytes_copied_ = entry_bytes(job->entries);
   if (mode == Mode::sync) {
     write_and_commit(job);
     return;
@@ -171,6 +182,7 @@ void Checkpointer::finish_window(const std::vector<optim::StateShard>& shards,
   job->state = state;
   job->optimizer_steps = optimizer_steps;
   std::shared_ptr<OverlappedWindow> window = std::move(window_);
+  bytes_copied_ = window->bytes_copied() + entry_bytes(job->entries);  // + unoptimized params
   // The replay works on the window's private copies, so it runs on the writer thread, before
   // the write, instead of holding up training (start_writer first waits for an earlier write).
   start_writer(job, [job, window, shards] {

@@ -88,6 +88,9 @@ class Checkpointer {
   bool window_open() const { return window_steps_left_ > 0; }
 
   const CheckpointOptions& options() const { return options_; }
+  // Bytes the last checkpoint to leave training copied in host memory: the state (sync and
+  // async), or the window's blocks plus the gradients it recorded (overlapped). 0 before any.
+  int64_t bytes_copied() const { return bytes_copied_; }
 
  private:
   struct Pending;
@@ -110,6 +113,7 @@ class Checkpointer {
   std::shared_ptr<class OverlappedWindow> window_;
   int window_steps_left_ = 0;
   std::shared_ptr<Pending> window_job_;
+  int64_t bytes_copied_ = 0;
 };
 
 struct LoadOptions {

@@ -68,6 +68,8 @@ class Trainer {
   // True on the rank that prints progress (world rank 0).
   bool is_lead() const { return grid_->world()->rank() == 0; }
   const TrainConfig& config() const { return config_; }
+  // Null without checkpoint.dir.
+  const ckpt::Checkpointer* checkpointer() const { return checkpointer_.get(); }
   const std::vector<StepMetrics>& history() const { return history_; }
   const std::vector<std::pair<int64_t, float>>& val_history() const { return val_history_; }
   int64_t step() const { return step_; }

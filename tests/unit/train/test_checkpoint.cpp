@@ -301,6 +301,26 @@ TEST_F(CheckpointTest, TheManifestSaysHowEachCheckpointWasTaken) {
   EXPECT_EQ(mode_of("step_00000005"), "async");
 }
 
+// What a checkpoint copies in memory: the whole state (weights and both moments) for async;
+// for a window of 2, the same blocks plus the gradients of its second step for block 0.
+TEST_F(CheckpointTest, BytesCopiedCountStateAndRecordedGradients) {
+  Trainer t(config("overlapped", 10, "", "window: 2"));
+  t.train_step();
+  int64_t state = 0;
+  for (const auto& shard : t.strategy().owned_state(t.optimizer()).shards)
+    state += 3 * static_cast<int64_t>(shard.value.nbytes());
+  EXPECT_EQ(t.checkpointer()->bytes_copied(), 0);
+  t.save_checkpoint(/*now=*/true);
+  EXPECT_EQ(t.checkpointer()->bytes_copied(), state);
+  t.wait_for_checkpoint();
+  t.save_checkpoint();  // the window opens
+  t.train_step();       // records block 0's gradients and closes it
+  const int64_t block0_grads = t.checkpointer()->bytes_copied() - state;
+  EXPECT_GT(block0_grads, 0);
+  EXPECT_LT(block0_grads, state / 3);  // a part of one gradient's worth
+  t.wait_for_checkpoint();
+}
+
 // The window's replay directly: a skipped step and a parameter without a gradient inside the
 // window leave exactly what the live optimizer did.
 TEST(OverlappedWindow, ReplayMatchesTheLiveOptimizerWithSkipsAndMissingGradients) {
