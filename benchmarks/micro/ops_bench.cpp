@@ -163,6 +163,31 @@ void BM_AdamW(benchmark::State& state) {
 }
 BENCHMARK(BM_AdamW)->Arg(124'475'904)->Unit(benchmark::kMillisecond)->UseRealTime();
 
+// AdamW over 8M parameters in tiles of state.range(0) elements (the overlapped checkpoint's
+// replay works in 16K tiles, below the kernel's threading threshold): bytes/s should match a
+// single-threaded whole pass, which needs the vector loop also below the threshold.
+void BM_AdamWInTiles(benchmark::State& state) {
+  const int64_t n = 8 << 20, tile = state.range(0);
+  Tensor p = Tensor::full({n}, 0.5f), g = Tensor::full({n}, 0.01f);
+  Tensor m = Tensor::zeros({n}), v = Tensor::zeros({n});
+  const auto adamw = braid::ops::kernel<braid::ops::AdamWKernel>(braid::Device::cpu());
+  const int threads = omp_get_max_threads();
+  omp_set_num_threads(1);
+  int64_t step = 0;
+  for (auto _ : state) {
+    const braid::ops::AdamWHyper hyper{1e-4f, 0.9f, 0.95f, 1e-8f, 0.1f, ++step};
+    for (int64_t begin = 0; begin < n; begin += tile) {
+      const int64_t length = std::min(tile, n - begin);
+      Tensor pt = p.narrow(0, begin, length), mt = m.narrow(0, begin, length);
+      Tensor vt = v.narrow(0, begin, length);
+      adamw(pt, g.narrow(0, begin, length), mt, vt, hyper, 1.0f);
+    }
+  }
+  omp_set_num_threads(threads);
+  state.SetBytesProcessed(state.iterations() * n * 4 * 7);
+}
+BENCHMARK(BM_AdamWInTiles)->Arg(16384)->Arg(8 << 20)->Unit(benchmark::kMillisecond)->UseRealTime();
+
 // The floor AdamW is compared with: a large memcpy (2 streams) on all threads.
 void BM_Memcpy(benchmark::State& state) {
   const int64_t n = state.range(0);
