@@ -147,6 +147,11 @@ class Tensor {
   std::shared_ptr<TensorImpl> impl_;
 };
 
+// Clones of many tensors at once (snapshots of a model's state): the copies are spread over
+// the OpenMP threads, whole tensors per thread, where cloning one by one would leave every
+// tensor too small to split on one thread. Same order as `tensors`.
+std::vector<Tensor> clone_all(const std::vector<Tensor>& tensors);
+
 struct AutogradMeta {
   bool requires_grad = false;
   std::shared_ptr<autograd::Node> grad_fn;  // null for leaves

@@ -271,5 +271,27 @@ TEST(Allocator, LargeBlocksAlignedForHugePages) {
   EXPECT_EQ(reinterpret_cast<uintptr_t>(small.data_ptr()) % kHostAlignment, 0u);
 }
 
+// clone_all: every clone equals its source and owns its storage, in the sources' order, for
+// a tensor copied over all threads (>= 8 MiB), small ones copied a whole tensor per thread,
+// a strided view and another dtype.
+TEST(Tensor, CloneAllCopiesEachTensorIntoItsOwnStorage) {
+  std::vector<Tensor> sources = {randn({1536, 1536}, 1),  // 9 MiB
+                                 randn({7, 3}, 2), randn({300, 301}, 3),
+                                 randn({64, 48}, 4).transpose(0, 1),
+                                 Tensor::full({1000}, 3.0f).to(DType::bf16)};
+  for (int i = 0; i < 40; ++i) sources.push_back(randn({1000 + i}, 10 + i));
+  const std::vector<Tensor> clones = clone_all(sources);
+  ASSERT_EQ(clones.size(), sources.size());
+  for (size_t i = 0; i < sources.size(); ++i) {
+    EXPECT_EQ(clones[i].shape(), sources[i].shape()) << i;
+    EXPECT_EQ(clones[i].dtype(), sources[i].dtype()) << i;
+    EXPECT_NE(clones[i].data_ptr(), sources[i].data_ptr()) << i;
+    EXPECT_EQ(clones[i].to(DType::f32).to_vector(), sources[i].to(DType::f32).to_vector()) << i;
+  }
+  // Writing a source afterwards leaves its clone alone.
+  sources[0].copy_(Tensor::zeros({1536, 1536}));
+  EXPECT_NE(clones[0].to_vector()[0], 0.0f);
+}
+
 }  // namespace
 }  // namespace braid::testing
