@@ -2,6 +2,7 @@
 #include "braid/ckpt/overlapped_window.h"
 
 #include <omp.h>
+#include <pthread.h>
 
 #include <algorithm>
 
@@ -52,6 +53,7 @@ void OverlappedWindow::start_copy(const std::vector<optim::StateShard>& shards, 
     // One thread: the training threads keep both cores; a second OpenMP team here would fight
     // them for the same cores.
     omp_set_num_threads(1);
+    pthread_setname_np(pthread_self(), "braid-ckpt-copy");
     copy_block(shards, block);
   });
 }
@@ -66,14 +68,22 @@ void OverlappedWindow::check_same(const std::vector<optim::StateShard>& shards) 
 void OverlappedWindow::copy_block(const std::vector<optim::StateShard>& shards, int block) {
   check_same(shards);
   autograd::NoGradGuard no_grad;
+  std::vector<size_t> members;
+  std::vector<Tensor> sources;  // value, exp_avg, exp_avg_sq of each member
   for (size_t i = 0; i < copies_.size(); ++i) {
     if (block_of_[i] != block) continue;
     const optim::StateShard& s = shards[i];
-    ShardCopy& c = copies_[i];
-    c.value = s.value.clone();
-    c.exp_avg = state_named(s, "exp_avg").clone();
-    c.exp_avg_sq = state_named(s, "exp_avg_sq").clone();
-    c.steps = s.steps;
+    members.push_back(i);
+    sources.insert(sources.end(),
+                   {s.value, state_named(s, "exp_avg"), state_named(s, "exp_avg_sq")});
+  }
+  const std::vector<Tensor> copies = clone_all(sources);
+  for (size_t k = 0; k < members.size(); ++k) {
+    ShardCopy& c = copies_[members[k]];
+    c.value = copies[3 * k];
+    c.exp_avg = copies[3 * k + 1];
+    c.exp_avg_sq = copies[3 * k + 2];
+    c.steps = shards[members[k]].steps;
     bytes_copied_ += 3 * static_cast<int64_t>(c.value.nbytes());
   }
 }
@@ -84,13 +94,18 @@ void OverlappedWindow::before_update(const std::vector<optim::StateShard>& shard
   check_same(shards);
   Update u{lr, grad_scale, skipped, copied_, std::vector<Tensor>(copies_.size())};
   if (!skipped) {
+    std::vector<size_t> recorded;
+    std::vector<Tensor> grads;
     for (size_t i = 0; i < copies_.size(); ++i) {
       if (block_of_[i] >= copied_) continue;
       const Tensor& g = shards[i].grad;
       if (!g.defined()) continue;  // the live update leaves this shard alone too
-      u.grads[i] = g.clone();
+      recorded.push_back(i);
+      grads.push_back(g);
       bytes_copied_ += static_cast<int64_t>(g.nbytes());
     }
+    std::vector<Tensor> copies = clone_all(grads);  // the training threads wait: use them all
+    for (size_t k = 0; k < recorded.size(); ++k) u.grads[recorded[k]] = std::move(copies[k]);
   }
   updates_.push_back(std::move(u));
 }

@@ -5,6 +5,18 @@
 #include "fault_injection.h"
 
 namespace braid::ckpt {
+namespace {
+
+// Private copies of the entries' values (training goes on changing the originals), made
+// together so that the copies spread over the threads.
+void clone_values(std::vector<ShardEntry>& entries) {
+  std::vector<Tensor> views;
+  for (const ShardEntry& e : entries) views.push_back(e.values);
+  std::vector<Tensor> copies = clone_all(views);
+  for (size_t i = 0; i < entries.size(); ++i) entries[i].values = std::move(copies[i]);
+}
+
+}  // namespace
 
 RankState shard_entries(const std::map<std::string, nn::ShardSpec>& specs,
                         const std::vector<optim::StateShard>& shards, bool copy) {
@@ -15,7 +27,7 @@ RankState shard_entries(const std::map<std::string, nn::ShardSpec>& specs,
     int64_t offset = 0;
     for (const nn::ShardSpec& box : boxes) {
       const Tensor part = flat.narrow(0, offset, box.local_numel());
-      out.entries.push_back({key, copy ? part.clone() : part, box});
+      out.entries.push_back({key, part, box});
       offset += box.local_numel();
     }
   };
@@ -25,6 +37,7 @@ RankState shard_entries(const std::map<std::string, nn::ShardSpec>& specs,
     for (const auto& [state, t] : shard.state) add("optim/" + shard.name + "/" + state, t, boxes);
     out.param_steps[shard.name] = shard.steps;
   }
+  if (copy) clone_values(out.entries);
   return out;
 }
 
@@ -37,7 +50,8 @@ std::vector<ShardEntry> unoptimized_entries(const nn::Module& model,
   std::vector<ShardEntry> out;
   for (const auto& [name, param] : model.named_parameters())
     if (!optimized.count(name) && !skip.count(name))
-      out.push_back({"model/" + name, copy ? param.clone() : param, specs.at(name)});
+      out.push_back({"model/" + name, param, specs.at(name)});
+  if (copy) clone_values(out);
   return out;
 }
 
