@@ -11,6 +11,7 @@
 
 #include "braid/ckpt/crc32c.h"
 #include "braid/core/error.h"
+#include "format.h"
 
 namespace braid::ckpt {
 namespace {
@@ -110,9 +111,7 @@ void ChunkedFileWriter::finish() {
 }
 
 void ChunkedFileWriter::fail(const char* what, int error) const {
-  BRAID_FAIL("{} {} failed after {} of {} bytes: {}{}", what, path_.string(),
-             std::min(on_disk_, appended_), expected_, std::strerror(error),
-             error == ENOSPC || error == EDQUOT ? " (is the disk full?)" : "");
+  fail_write(what, path_, std::min(on_disk_, appended_), expected_, error);
 }
 
 }  // namespace braid::ckpt

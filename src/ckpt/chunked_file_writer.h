@@ -41,7 +41,7 @@ class ChunkedFileWriter {
   void stage(const char* data, int64_t size);
   void write_staged(int64_t length);  // the first `length` staged bytes (aligned when direct)
   void write_fully(const char* data, int64_t length);
-  void fail(const char* what, int error) const;
+  [[noreturn]] void fail(const char* what, int error) const;
 
   std::filesystem::path path_;
   int64_t expected_ = 0;

@@ -47,6 +47,13 @@ void fsync_fd(int fd, const fs::path& what) {
 
 }  // namespace
 
+void fail_write(std::string_view what, const fs::path& file, int64_t done, int64_t total, int error,
+                std::string_view note) {
+  const bool full = error == ENOSPC || error == EDQUOT;
+  BRAID_FAIL("{} {} failed after {} of {} bytes: {}{}{}", what, file.string(), done, total,
+             std::strerror(error), full ? " (is the disk full?)" : "", note);
+}
+
 void fsync_folder(const fs::path& folder) {
   const int fd = ::open(folder.c_str(), O_RDONLY | O_DIRECTORY);
   BRAID_CHECK(fd >= 0, "cannot open folder {}: {}", folder.string(), std::strerror(errno));
@@ -63,10 +70,10 @@ void write_file(const fs::path& path, const std::string& bytes, bool atomic) {
     const ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) {
-      const std::string why = std::strerror(n < 0 ? errno : ENOSPC);
+      const int error = n < 0 ? errno : ENOSPC;
       ::close(fd);
-      BRAID_FAIL("writing {} failed after {} of {} bytes: {} (is the disk full?)", target.string(),
-                 done, bytes.size(), why);
+      fail_write("writing", target, static_cast<int64_t>(done), static_cast<int64_t>(bytes.size()),
+                 error);
     }
     done += static_cast<size_t>(n);
   }

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "braid/nn/shard_spec.h"
@@ -31,6 +32,11 @@ std::vector<fs::path> committed_checkpoints(const fs::path& dir);
 // temporary name, fsync, rename, fsync the folder).
 void write_file(const fs::path& path, const std::string& bytes, bool atomic);
 void fsync_folder(const fs::path& folder);
+// Throws the error of a failed write: `what` ("writing", "fsync of", ...) `file`, how many of
+// `total` bytes were done, and errno `error` in words, with a hint when the disk is full;
+// `note` is appended (an injected fault says so).
+[[noreturn]] void fail_write(std::string_view what, const fs::path& file, int64_t done,
+                             int64_t total, int error, std::string_view note = "");
 void write_message(const fs::path& path, const google::protobuf::Message& message);
 // Parses a message; a missing, unreadable or malformed file is an error naming it.
 void read_message(const fs::path& path, google::protobuf::Message& message);

@@ -1,6 +1,8 @@
 // Shard files with per-chunk checksums, and the rank-0 half of the commit protocol.
 #include "shard_writer.h"
 
+#include <cerrno>
+
 #include "chunked_file_writer.h"
 #include "fault_injection.h"
 
@@ -91,10 +93,8 @@ void write_rank_shard(const fs::path& folder, int rank, std::vector<ShardEntry>&
     total += static_cast<int64_t>(e.values.nbytes());
   }
   const fs::path data_file = folder / rank_data_file(rank);
-  BRAID_CHECK(!fault_requested("enospc", step, rank),
-              "writing {} failed after {} of {} bytes: No space left on device (is the disk "
-              "full?) [injected]",
-              data_file.string(), total / 2, total);
+  if (fault_requested("enospc", step, rank))
+    fail_write("writing", data_file, total / 2, total, ENOSPC, " [injected]");
   // The tensors are streamed from their (private) buffers, back to back, each chunk
   // checksummed as it goes.
   proto::RankManifest manifest;
