@@ -29,9 +29,11 @@
 //   MiB/ckpt   bytes of the committed step folder (every checkpoint holds the same tensors);
 //   copied     MiB the last checkpoint copied in host memory (Checkpointer::bytes_copied: the
 //              state, or an overlapped window's blocks plus the gradients it recorded);
-//   +peak      growth of the tracked host allocator's peak during save() (braid::
-//              host_memory_stats): the tensor copies. Buffers outside the allocator (the
-//              serialisation string of the shard file) do not show here, hence
+//   +peak      the snapshot buffer a sync or async checkpointer holds from
+//              prepare_checkpoint() on, plus the growth of the tracked host allocator's peak
+//              during save() (braid::host_memory_stats): the tensor copies. Buffers outside
+//              the allocator (the serialisation string of the shard file) do not show here,
+//              hence
 //   +rss       growth of the process's resident high-water mark (VmHWM, reset through
 //              /proc/self/clear_refs) from just before save() to the end of the `after`
 //              steps after it, over the resident size before save(): all memory, including an
@@ -115,6 +117,7 @@ struct RunResult {
   int64_t bytes_per_checkpoint = 0;
   int64_t bytes_copied = 0;  // host-memory copies of the last checkpoint
   int64_t committed = 0;     // distinct checkpoints seen committed during and after the run
+  int64_t buffer_bytes = 0;  // the snapshot buffer held from prepare_checkpoint() on
 };
 
 std::vector<std::string> split(const std::string& list) {
@@ -177,9 +180,15 @@ RunResult run(const ModelSpec& m, int64_t steps, int64_t every, int64_t after,
   const auto owned_trainer = make_trainer(m, mode, threads, data_dir, ckpt_dir);
   train::Trainer& trainer = *owned_trainer;
   // The first steps allocate the optimizer state and warm the caches: not a checkpoint's cost.
+  // Then the snapshot buffer is prepared, as fit() does after its first step (waited for
+  // here, so that its one-time page faults stay out of the measured steps), and counted.
   for (int64_t i = 0; i < warmup; ++i) trainer.train_step();
-
   RunResult r;
+  const int64_t live_before_buffer = host_memory_stats().current_bytes;
+  trainer.prepare_checkpoint();
+  trainer.wait_for_checkpoint();
+  r.buffer_bytes = host_memory_stats().current_bytes - live_before_buffer;
+
   int64_t rss_before = -1;  // resident size before the save whose window is open
   int open = -1;            // index of the save whose +rss window is still open
   auto close_rss_window = [&] {
@@ -261,6 +270,8 @@ PairedResult run_paired(const ModelSpec& m, int64_t every, int64_t pairs, const 
   // An overlapped checkpoint commits window - 1 steps after save(): it must land in its interval.
   if (mode == "overlapped" && every < trainer->config().checkpoint().window()) return r;
   for (int64_t i = 0; i < warmup; ++i) trainer->train_step();
+  trainer->prepare_checkpoint();
+  trainer->wait_for_checkpoint();
   auto interval = [&](bool checkpointed) {
     const auto t0 = Clock::now();
     if (checkpointed) trainer->save_checkpoint();
@@ -352,7 +363,7 @@ Row summarise(const RunResult& r, int64_t steps, int64_t after) {
   row.write_ratio = inflation([&](const SaveSample& s) { return s.after_step + w + 1; },
                               [](const SaveSample& s) { return s.commit_step; });
   row.mib = static_cast<double>(r.bytes_per_checkpoint) / kMiB;
-  row.peak_mib = peak / kMiB;
+  row.peak_mib = (peak + static_cast<double>(r.buffer_bytes)) / kMiB;
   row.held_mib = held / kMiB;
   if (rss_known) row.rss_mib = rss / kMiB;
   return row;
@@ -503,7 +514,8 @@ int main(int argc, char** argv) {
         "after: the %lld steps after a checkpoint over as many ordinary ones (median over them)\n"
         "window / write: the steps with an overlapped window open / from then until the commit\n"
         "  was seen, over ordinary steps (median over checkpoints; '-': no such step)\n"
-        "copied: MiB copied in memory; +peak: tracked allocator growth during save (MiB)\n"
+        "copied: MiB copied in memory; +peak: snapshot buffer + tracked allocator growth during "
+        "save (MiB)\n"
         "+rss: resident high-water growth over save + %lld steps (MiB)\n"
         "overhead: the run's extra wall time against its mean ordinary step\n"
         "cost ms: one checkpoint's cost, the median over %lld pairs of intervals of `every` steps\n"

@@ -14,6 +14,7 @@
 #include "fault_injection.h"
 #include "format.h"
 #include "shard_writer.h"
+#include "snapshot_image.h"
 
 namespace braid::ckpt {
 
@@ -93,20 +94,20 @@ void Checkpointer::save_as(Mode mode, const nn::Module& model, const optim::Opti
     const double waited =
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     if (waited >= 1.0)
-      log().info("checkpoint of step {} waited {:.0f} ms for the previous write to finish",
-                 state.step, waited);
+      log().info(
+          "checkpoint of step {} waited {:.0f} ms for the writer thread to finish its last "
+          "job (a write, or preparing the snapshot buffer)",
+          state.step, waited);
   }
   autograd::NoGradGuard no_grad;
   auto job = std::make_shared<Pending>();
   job->state = state;
   job->optimizer_steps = owned.steps_taken;
   job->mode = mode;
-  std::set<std::string> not_mine = skip;
-  not_mine.merge(
-      whole_parameters_written_by_tp0(model, grid_.has_axis("tp") ? grid_.coord("tp") : 0));
-  // Replicated state (and parameters no optimizer updates) is written by replica 0.
-  const bool first_replica = grid_.coord("dp") == 0;
-  const std::vector<optim::StateShard> shards = shards_to_write(owned, not_mine, first_replica);
+  const Selection mine = select(model, owned, skip);
+  const std::set<std::string>& not_mine = mine.not_mine;
+  const std::vector<optim::StateShard>& shards = mine.shards;
+  const bool first_replica = mine.first_replica;
   if (mode == Mode::overlapped && options_.window > 1) {
     const auto* adamw = dynamic_cast<const optim::AdamW*>(&optimizer);
     BRAID_CHECK(adamw != nullptr,
@@ -121,16 +122,44 @@ void Checkpointer::save_as(Mode mode, const nn::Module& model, const optim::Opti
     window_ = std::make_shared<OverlappedWindow>(adamw->options(), shards, options_.window);
     return;
   }
-  RankState mine =
-      collect_rank_state(model, optimizer, shards, not_mine, /*copy=*/true, first_replica);
-  job->entries = std::move(mine.entries);
-  job->param_steps = std::move(mine.param_steps);
+  RankState written = collect_rank_state(model, optimizer, shards, not_mine, first_replica);
+  snapshot_values(written.entries, std::move(spare_image_));
+  job->entries = std::move(written.entries);
+  job->param_steps = std::move(written.param_steps);
   bytes_copied_ = entry_bytes(job->entries);
   if (mode == Mode::sync) {
     write_and_commit(job);
     return;
   }
   start_writer(job);
+}
+
+Checkpointer::Selection Checkpointer::select(const nn::Module& model,
+                                             const optim::OwnedState& owned,
+                                             const std::set<std::string>& skip) const {
+  Selection out;
+  out.not_mine = skip;
+  out.not_mine.merge(
+      whole_parameters_written_by_tp0(model, grid_.has_axis("tp") ? grid_.coord("tp") : 0));
+  // Replicated state (and parameters no optimizer updates) is written by replica 0.
+  out.first_replica = grid_.coord("dp") == 0;
+  out.shards = shards_to_write(owned, out.not_mine, out.first_replica);
+  return out;
+}
+
+void Checkpointer::prepare(const nn::Module& model, const optim::Optimizer& optimizer,
+                           const optim::OwnedState& owned, const std::set<std::string>& skip) {
+  // running() first: spare_image_ may only be read once the writer thread has been joined.
+  if (writer_.running() || options_.mode == Mode::overlapped || spare_image_) return;
+  const Selection mine = select(model, owned, skip);
+  const int64_t bytes = image_bytes(
+      collect_rank_state(model, optimizer, mine.shards, mine.not_mine, mine.first_replica).entries);
+  if (bytes == 0) return;
+  writer_.start([this, bytes] {
+    pthread_setname_np(pthread_self(), "braid-ckpt-wr");
+    run_at_idle_priority();
+    spare_image_ = touched_image(bytes);
+  });
 }
 
 void Checkpointer::start_writer(std::shared_ptr<Pending> job, std::function<void()> prepare) {
@@ -242,6 +271,8 @@ void Checkpointer::write_and_commit(const std::shared_ptr<Pending>& job) {
     commit_checkpoint(dir, tmp, std::move(global), static_cast<int>(writers.item()), options_.keep);
   }
   channel_->barrier()->wait();
+  // Written: the image is free for the next snapshot, which waits for this thread first.
+  spare_image_ = image_of(job->entries);
 }
 
 }  // namespace braid::ckpt

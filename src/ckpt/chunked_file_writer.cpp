@@ -1,4 +1,4 @@
-// ChunkedFileWriter: direct I/O through an aligned staging buffer, falling back to buffered.
+// ChunkedFileWriter: direct I/O in place or through an aligned staging buffer, else buffered.
 #include "chunked_file_writer.h"
 
 #include <fcntl.h>
@@ -44,18 +44,45 @@ ChunkedFileWriter::~ChunkedFileWriter() {
   if (fd_ >= 0) ::close(fd_);
 }
 
-std::vector<uint32_t> ChunkedFileWriter::append(const void* data, int64_t size,
-                                                int64_t chunk_bytes) {
+ChunkedFileWriter::Piece ChunkedFileWriter::append(const void* data, int64_t size,
+                                                   int64_t chunk_bytes) {
   BRAID_CHECK(fd_ >= 0, "{}: append after finish", path_.string());
-  std::vector<uint32_t> crcs;
+  pad_to_block();
   const char* bytes = static_cast<const char*>(data);
+  Piece piece{appended_, {}};
   for (int64_t begin = 0; begin < size; begin += chunk_bytes) {
     const int64_t length = std::min(chunk_bytes, size - begin);
-    crcs.push_back(crc32c(bytes + begin, static_cast<size_t>(length)));
+    piece.chunk_crc32c.push_back(crc32c(bytes + begin, static_cast<size_t>(length)));
     stage(bytes + begin, length);
   }
   appended_ += size;
-  return crcs;
+  return piece;
+}
+
+int64_t ChunkedFileWriter::append_image(const void* data, int64_t size) {
+  BRAID_CHECK(fd_ >= 0, "{}: append after finish", path_.string());
+  pad_to_block();
+  if (staged_ > 0) write_staged(staged_);  // whole blocks: direct writes now start aligned
+  const int64_t offset = appended_;
+  const char* bytes = static_cast<const char*>(data);
+  // Direct writes take whole blocks from aligned memory; the rest goes through the staging
+  // buffer. Buffered writes take anything.
+  int64_t in_place = size;
+  if (direct_)
+    in_place = reinterpret_cast<uintptr_t>(bytes) % kDirectAlignment == 0
+                   ? size / kDirectAlignment * kDirectAlignment
+                   : 0;
+  write_fully(bytes, in_place);
+  stage(bytes + in_place, size - in_place);
+  appended_ += size;
+  return offset;
+}
+
+void ChunkedFileWriter::pad_to_block() {
+  static const char kZeros[kDirectAlignment] = {};
+  const int64_t pad = (kDirectAlignment - appended_ % kDirectAlignment) % kDirectAlignment;
+  stage(kZeros, pad);
+  appended_ += pad;
 }
 
 void ChunkedFileWriter::stage(const char* data, int64_t size) {

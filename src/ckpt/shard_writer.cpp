@@ -1,25 +1,14 @@
 // Shard files with per-chunk checksums, and the rank-0 half of the commit protocol.
 #include "shard_writer.h"
 
+#include <algorithm>
 #include <cerrno>
 
 #include "chunked_file_writer.h"
 #include "fault_injection.h"
+#include "snapshot_image.h"
 
 namespace braid::ckpt {
-namespace {
-
-// Private copies of the entries' values (training goes on changing the originals), made
-// together so that the copies spread over the threads.
-void clone_values(std::vector<ShardEntry>& entries) {
-  std::vector<Tensor> views;
-  for (const ShardEntry& e : entries) views.push_back(e.values);
-  std::vector<Tensor> copies = clone_all(views);
-  for (size_t i = 0; i < entries.size(); ++i) entries[i].values = std::move(copies[i]);
-}
-
-}  // namespace
-
 RankState shard_entries(const std::map<std::string, nn::ShardSpec>& specs,
                         const std::vector<optim::StateShard>& shards, bool copy) {
   RankState out;
@@ -39,7 +28,7 @@ RankState shard_entries(const std::map<std::string, nn::ShardSpec>& specs,
     for (const auto& [state, t] : shard.state) add("optim/" + shard.name + "/" + state, t, boxes);
     out.param_steps[shard.name] = shard.steps;
   }
-  if (copy) clone_values(out.entries);
+  if (copy) snapshot_values(out.entries);
   return out;
 }
 
@@ -53,16 +42,16 @@ std::vector<ShardEntry> unoptimized_entries(const nn::Module& model,
   for (const auto& [name, param] : model.named_parameters())
     if (!optimized.count(name) && !skip.count(name))
       out.push_back({"model/" + name, param, specs.at(name)});
-  if (copy) clone_values(out);
+  if (copy) snapshot_values(out);
   return out;
 }
 
 RankState collect_rank_state(const nn::Module& model, const optim::Optimizer& optimizer,
                              const std::vector<optim::StateShard>& shards,
-                             const std::set<std::string>& skip, bool copy, bool with_unoptimized) {
-  RankState out = shard_entries(model.shard_specs(), shards, copy);
+                             const std::set<std::string>& skip, bool with_unoptimized) {
+  RankState out = shard_entries(model.shard_specs(), shards, /*copy=*/false);
   if (with_unoptimized)
-    for (ShardEntry& e : unoptimized_entries(model, optimizer, skip, copy))
+    for (ShardEntry& e : unoptimized_entries(model, optimizer, skip, /*copy=*/false))
       out.entries.push_back(std::move(e));
   return out;
 }
@@ -89,33 +78,55 @@ void write_rank_shard(const fs::path& folder, int rank, std::vector<ShardEntry>&
                       const std::map<std::string, int64_t>& param_steps, int64_t step) {
   int64_t total = 0;
   for (ShardEntry& e : entries) {
-    e.values = e.values.contiguous();
+    if (e.image_offset < 0) e.values = e.values.contiguous();
     total += static_cast<int64_t>(e.values.nbytes());
   }
   const fs::path data_file = folder / rank_data_file(rank);
   if (fault_requested("enospc", step, rank))
     fail_write("writing", data_file, total / 2, total, ENOSPC, " [injected]");
-  // The tensors are streamed from their (private) buffers, back to back, each chunk
-  // checksummed as it goes.
   proto::RankManifest manifest;
   manifest.set_rank(rank);
-  ChunkedFileWriter file(data_file, total);
-  for (size_t i = 0; i < entries.size(); ++i) {
-    const ShardEntry& e = entries[i];
-    if (i == entries.size() / 2 && fault_requested("mid_file", step, rank)) {
-      file.finish();
-      crash_if_requested("mid_file", step, rank);
-    }
+  auto add_slice = [&](const ShardEntry& e, int64_t offset, const std::vector<uint32_t>& crcs) {
     proto::TensorSlice* slice = manifest.add_tensors();
     slice->set_name(e.name);
     slice->set_dtype(std::string(dtype_name(e.values.dtype())));
     set_spec(*slice, e.shard);
     slice->set_file(rank_data_file(rank));
-    slice->set_byte_offset(file.bytes_appended());
+    slice->set_byte_offset(offset);
     slice->set_byte_length(static_cast<int64_t>(e.values.nbytes()));
     slice->set_chunk_bytes(kChunkBytes);
-    for (uint32_t crc : file.append(e.values.data_ptr(), slice->byte_length(), kChunkBytes))
-      slice->add_chunk_crc32c(crc);
+    for (uint32_t crc : crcs) slice->add_chunk_crc32c(crc);
+  };
+  ChunkedFileWriter file(data_file, total);
+  auto crash_mid_file = [&] {
+    if (!fault_requested("mid_file", step, rank)) return;
+    file.finish();
+    crash_if_requested("mid_file", step, rank);
+  };
+  // The snapshot image goes first, in place, its checksums taken by the copy; then the
+  // entries outside it (the overlapped window's replayed copies), staged and checksummed here.
+  if (const StoragePtr image = image_of(entries)) {
+    const char* bytes = static_cast<const char*>(image->data());
+    int64_t size = 0;  // up to the last entry's last byte, as a file written piece by piece
+    for (const ShardEntry& e : entries)
+      if (e.image_offset >= 0)
+        size = std::max(size, e.image_offset + static_cast<int64_t>(e.values.nbytes()));
+    const int64_t half = size / 2 / kImageBlockBytes * kImageBlockBytes;
+    const int64_t start = file.append_image(bytes, half);
+    crash_mid_file();
+    file.append_image(bytes + half, size - half);
+    for (const ShardEntry& e : entries)
+      if (e.image_offset >= 0) add_slice(e, start + e.image_offset, e.chunk_crc32c);
+  }
+  std::vector<const ShardEntry*> rest;
+  for (const ShardEntry& e : entries)
+    if (e.image_offset < 0) rest.push_back(&e);
+  for (size_t i = 0; i < rest.size(); ++i) {
+    if (i == rest.size() / 2) crash_mid_file();
+    const ShardEntry& e = *rest[i];
+    const ChunkedFileWriter::Piece piece =
+        file.append(e.values.data_ptr(), static_cast<int64_t>(e.values.nbytes()), kChunkBytes);
+    add_slice(e, piece.offset, piece.chunk_crc32c);
   }
   file.finish();
   for (const auto& [param, steps] : param_steps) (*manifest.mutable_param_steps())[param] = steps;

@@ -20,6 +20,10 @@ struct ShardEntry {
   std::string name;  // "model/<param>" or "optim/<param>/<state>"
   Tensor values;     // dense after write_rank_shard
   nn::ShardSpec shard;
+  // Set by snapshot_values when `values` lies in its image: where (bytes from the image's
+  // start), and the CRC-32C of each kChunkBytes chunk, taken while copying.
+  int64_t image_offset = -1;
+  std::vector<uint32_t> chunk_crc32c = {};
 };
 
 // The shards of `owned` this rank writes, in order: those whose parameter is not in `skip`
@@ -44,11 +48,11 @@ RankState shard_entries(const std::map<std::string, nn::ShardSpec>& specs,
 std::vector<ShardEntry> unoptimized_entries(const nn::Module& model,
                                             const optim::Optimizer& optimizer,
                                             const std::set<std::string>& skip, bool copy);
-// Both of the above: everything a rank writes; `with_unoptimized` on the rank that owns the
-// unoptimized parameters (data-parallel rank 0).
+// Both of the above, uncopied: everything a rank writes; `with_unoptimized` on the rank that
+// owns the unoptimized parameters (data-parallel rank 0). snapshot_values copies them.
 RankState collect_rank_state(const nn::Module& model, const optim::Optimizer& optimizer,
                              const std::vector<optim::StateShard>& shards,
-                             const std::set<std::string>& skip, bool copy, bool with_unoptimized);
+                             const std::set<std::string>& skip, bool with_unoptimized);
 
 // The parameters rank `tp_rank` of a tensor-parallel group leaves to tp rank 0: those every tp
 // rank holds whole (so each value is written once).

@@ -22,6 +22,8 @@ namespace {
 
 constexpr size_t kCacheMinBytes = size_t{1} << 18;
 constexpr size_t kCacheGranule = size_t{1} << 16;  // large sizes rounded to 64 KiB
+constexpr size_t kPageBytes = size_t{4} << 10;
+constexpr size_t kPageAlignMinBytes = size_t{64} << 10;
 constexpr size_t kHugePageBytes = size_t{2} << 20;
 constexpr size_t kHugeMinBytes = size_t{4} << 20;
 
@@ -71,10 +73,16 @@ BlockCache& cache() {
 // whole every step, by OpenBLAS packing its operands, by AdamW and by zero_grad, and with 4 KiB
 // pages every page of those streams costs a TLB miss: AdamW over 124M parameters took 87-88 ms
 // on 4 KiB pages and 78-79 ms on huge ones (braid_micro_bench).
+//
+// Blocks of kPageAlignMinBytes and more start on a 4 KiB page boundary, so that a checkpoint
+// can hand a copy of a tensor to the disk with direct I/O, which wants aligned addresses,
+// without copying it again into an aligned buffer.
 void* fresh_block(size_t rounded) {
-  if (rounded < kHugeMinBytes) return std::aligned_alloc(kHostAlignment, rounded);
+  if (rounded < kPageAlignMinBytes) return std::aligned_alloc(kHostAlignment, rounded);
   void* p = nullptr;
-  if (posix_memalign(&p, kHugePageBytes, rounded) != 0) return nullptr;
+  if (posix_memalign(&p, rounded < kHugeMinBytes ? kPageBytes : kHugePageBytes, rounded) != 0)
+    return nullptr;
+  if (rounded < kHugeMinBytes) return p;
 #ifdef MADV_HUGEPAGE
   madvise(p, rounded, MADV_HUGEPAGE);  // advice: where it fails, the block keeps 4 KiB pages
 #endif

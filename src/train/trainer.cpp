@@ -253,6 +253,11 @@ void Trainer::save_checkpoint(bool now) {
   }
 }
 
+void Trainer::prepare_checkpoint() {
+  checkpointer_->prepare(*model_, *optimizer_, strategy_->owned_state(*optimizer_),
+                         not_saved_here_);
+}
+
 void Trainer::wait_for_checkpoint() {
   if (checkpointer_) checkpointer_->wait();
 }
@@ -293,6 +298,8 @@ void Trainer::fit() {
   while (step_ < total) {
     const StepMetrics m = train_step();
     if (checkpointer_ && every > 0 && step_ % every == 0) save_checkpoint();
+    // The optimizer state now exists: the checkpoint buffer can be sized and faulted in.
+    if (checkpointer_ && every > 0 && step_ == first_step + 1) prepare_checkpoint();
     bar.update(m);
     if (is_lead() && !bar.active() &&
         (tr.log_every() <= 1 || step_ % tr.log_every() == 0 || step_ == total))

@@ -122,7 +122,7 @@ int run_convert(const std::vector<std::string>& args) {
       ckpt::RankState mine = ckpt::collect_rank_state(
           model, *optimizer,
           ckpt::shards_to_write(optim::whole_parameters(*optimizer), not_mine, true), not_mine,
-          /*copy=*/false, /*with_unoptimized=*/true);
+          /*with_unoptimized=*/true);
       // World rank of (tp t, dp 0, pp stage) in the grid's order tp, cp, dp, pp.
       const int rank = t + tp * dp * stage;
       ckpt::write_rank_shard(tmp, rank, mine.entries, mine.param_steps, source.manifest.step());

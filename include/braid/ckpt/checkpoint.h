@@ -78,6 +78,12 @@ class Checkpointer {
   // Waits for the unfinished write and rethrows its error (an overlapped window still
   // copying is left running).
   void wait();
+  // Sync and async: allocates the buffer the next snapshot copies into, and faults its pages
+  // in, on the writer thread at idle priority, so that the first checkpoint's stall does not
+  // include first touches of fresh memory. Call it once the optimizer state exists (after a
+  // first step); a no-op when a buffer is ready or the writer is busy.
+  void prepare(const nn::Module& model, const optim::Optimizer& optimizer,
+               const optim::OwnedState& owned, const std::set<std::string>& skip = {});
 
   // Overlapped mode: the training loop reports every step around its optimizer update. A
   // save() starts a window after step t0; the checkpoint holds the state after step
@@ -91,9 +97,20 @@ class Checkpointer {
   // Bytes the last checkpoint to leave training copied in host memory: the state (sync and
   // async), or the window's blocks plus the gradients it recorded (overlapped). 0 before any.
   int64_t bytes_copied() const { return bytes_copied_; }
+  // The buffer the next sync or async snapshot copies into (null: none yet). Read it only
+  // after wait(): the writer thread hands the buffer back when it finishes.
+  const Storage* snapshot_buffer() const { return spare_image_.get(); }
 
  private:
   struct Pending;
+  // What this rank writes of `owned`: its shards minus what other ranks write (`not_mine`).
+  struct Selection {
+    std::set<std::string> not_mine;
+    bool first_replica = true;
+    std::vector<optim::StateShard> shards;
+  };
+  Selection select(const nn::Module& model, const optim::OwnedState& owned,
+                   const std::set<std::string>& skip) const;
   void save_as(Mode mode, const nn::Module& model, const optim::Optimizer& optimizer,
                const optim::OwnedState& owned, const TrainingState& state,
                const std::set<std::string>& skip);
@@ -114,6 +131,10 @@ class Checkpointer {
   int window_steps_left_ = 0;
   std::shared_ptr<Pending> window_job_;
   int64_t bytes_copied_ = 0;
+  // The image of the last written snapshot (or one prepare() made), reused by the next: its
+  // pages stay faulted in. Touched by the writer thread only while the training thread waits
+  // for it.
+  std::shared_ptr<Storage> spare_image_;
 };
 
 struct LoadOptions {

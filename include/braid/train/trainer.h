@@ -52,6 +52,10 @@ class Trainer {
   void save_checkpoint(bool now = false);
   // Waits for an asynchronous checkpoint write to commit (rethrows its error).
   void wait_for_checkpoint();
+  // Sizes the checkpoint snapshot buffer and faults it in off the training thread
+  // (Checkpointer::prepare). fit() calls it after its first step; loops of their own call it
+  // once a first step has made the optimizer state.
+  void prepare_checkpoint();
 
   // Continues `prompt` with the sample settings of the config. Collective over the model's
   // tensor- and pipeline-parallel ranks: the ranks where samples_here() is true call it

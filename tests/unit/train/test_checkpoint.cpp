@@ -98,6 +98,41 @@ TEST_F(CheckpointTest, MutatingParametersAfterSaveDoesNotChangeIt) {
   EXPECT_EQ(parameters_of(loaded), saved);
 }
 
+// Sync and async snapshots copy into one buffer, prepared ahead and reused by every save once
+// the previous write is done; each checkpoint still holds its own step's state.
+TEST_F(CheckpointTest, SnapshotsReuseOnePreparedBufferWithoutMixingCheckpoints) {
+  for (const std::string mode : {"sync", "async"}) {
+    fs::remove_all(dir_ / "ckpt");
+    std::vector<std::vector<std::vector<float>>> saved;
+    {
+      Trainer t(config(mode, 10));
+      t.train_step();
+      EXPECT_EQ(t.checkpointer()->snapshot_buffer(), nullptr);
+      t.prepare_checkpoint();
+      t.wait_for_checkpoint();
+      const Storage* prepared = t.checkpointer()->snapshot_buffer();
+      ASSERT_NE(prepared, nullptr) << mode;
+      for (int save = 0; save < 3; ++save) {
+        t.train_step();
+        saved.push_back(parameters_of(t));
+        t.save_checkpoint();
+        for (const auto& [name, p] : t.model().named_parameters()) p.detach().fill_(7.0f + save);
+        t.wait_for_checkpoint();
+        EXPECT_EQ(t.checkpointer()->snapshot_buffer(), prepared) << mode << " save " << save;
+        // Back to the saved values, so that the next step trains on.
+        size_t i = 0;
+        for (const auto& [name, p] : t.model().named_parameters())
+          p.detach().copy_(Tensor::from_vector(saved.back()[i++], p.shape()));
+      }
+    }
+    for (int save = 1; save < 3; ++save) {  // keep: 2
+      const std::string folder = (dir_ / "ckpt" / fmt::format("step_{:08d}", save + 2)).string();
+      Trainer loaded(config(mode, 10, folder));
+      EXPECT_EQ(parameters_of(loaded), saved[save]) << mode << " save " << save;
+    }
+  }
+}
+
 // fit() checkpoints every N steps and at the end, keeps the newest `keep`, and a restarted
 // run with resume "latest" picks up where the last committed one left off.
 TEST_F(CheckpointTest, FitSavesPeriodicallyKeepsTheNewestAndResumes) {

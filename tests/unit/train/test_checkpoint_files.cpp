@@ -1,16 +1,23 @@
 // Checkpoint files at the byte level: CRC-32C (the hardware path against the table) and the
-// chunked data-file writer (direct or buffered: the same bytes, the same checksums, and a
-// full disk reported as such).
+// chunked data-file writer (direct or buffered: the same bytes at the offsets it reports, the
+// same checksums, images written in place, and a full disk reported as such) and the snapshot
+// image the checkpoint copies tensors into.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "braid/ckpt/crc32c.h"
+#include "braid/core/error.h"
 #include "ckpt/chunked_file_writer.h"  // private to libbraid
+#include "ckpt/snapshot_image.h"
 
 namespace braid::ckpt {
 namespace {
@@ -52,35 +59,130 @@ std::string read_all(const fs::path& path) {
   return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
 }
 
-// Pieces of awkward sizes (odd, a staging buffer and a bit, a chunk and a bit) come back
-// byte for byte, with one checksum per chunk of each piece, whichever way the file is written.
+// A piece in its own buffer, `misalign` bytes past a page boundary.
+struct AlignedPiece {
+  AlignedPiece(size_t size, size_t misalign, uint64_t seed)
+      : buffer(static_cast<unsigned char*>(std::aligned_alloc(4096, size + 8192)), std::free),
+        data(buffer.get() + misalign),
+        size(size) {
+    const std::vector<unsigned char> bytes = pseudo_random_bytes(size, seed);
+    std::copy(bytes.begin(), bytes.end(), data);
+  }
+  std::unique_ptr<unsigned char, void (*)(void*)> buffer;
+  unsigned char* data;
+  size_t size;
+};
+
+// Pieces of awkward sizes (odd, a staging buffer and a bit, a chunk and a bit) and images
+// (block-aligned or not in memory) come back byte for byte at the offsets the writer
+// reported, whichever way the file is written: each from a block boundary with zeros before
+// it, pieces with one checksum per chunk.
 TEST(ChunkedFileWriter, WritesTheExactBytesAndChunkChecksums) {
   const fs::path file = fs::temp_directory_path() / ("braid_chunked_" + std::to_string(::getpid()));
-  const std::vector<size_t> sizes = {1, (2 << 20) + 5, 17, (1 << 20) + 3, 4096, 0, 333};
+  struct Part {
+    size_t size, misalign;
+    bool image;
+  };
+  const std::vector<Part> parts = {{1, 0, false},
+                                   {(2 << 20) + 5, 0, false},
+                                   {17, 3, false},
+                                   {(1 << 20) + 3, 0, true},
+                                   {4096, 0, false},
+                                   {0, 0, false},
+                                   {333, 0, false},
+                                   {(64 << 10) + 100, 1, true},
+                                   {8192, 0, true},
+                                   {100, 0, true},
+                                   {(3 << 20) + 4097, 0, false},
+                                   {5, 0, false}};
+  const int64_t chunk = 1 << 20;
   for (auto io : {ChunkedFileWriter::Io::direct_if_possible, ChunkedFileWriter::Io::buffered}) {
-    std::string expected;
-    std::vector<uint32_t> expected_crcs, crcs;
+    std::vector<AlignedPiece> pieces;
+    std::vector<int64_t> offsets;
+    int64_t appended = 0;
     {
       ChunkedFileWriter writer(file, 0, io);
       uint64_t seed = 1;
-      for (size_t size : sizes) {
-        const std::vector<unsigned char> piece = pseudo_random_bytes(size, ++seed);
-        expected.append(piece.begin(), piece.end());
-        for (size_t begin = 0; begin < size; begin += 1 << 20)
-          expected_crcs.push_back(
-              crc32c(piece.data() + begin, std::min<size_t>(1 << 20, size - begin)));
-        for (uint32_t crc : writer.append(piece.data(), static_cast<int64_t>(size), 1 << 20))
-          crcs.push_back(crc);
+      for (const Part& part : parts) {
+        pieces.emplace_back(part.size, part.misalign, ++seed);
+        const AlignedPiece& p = pieces.back();
+        const int64_t before = writer.bytes_appended();
+        if (part.image) {
+          offsets.push_back(writer.append_image(p.data, static_cast<int64_t>(p.size)));
+        } else {
+          const ChunkedFileWriter::Piece placed =
+              writer.append(p.data, static_cast<int64_t>(p.size), chunk);
+          offsets.push_back(placed.offset);
+          std::vector<uint32_t> crcs;
+          for (size_t begin = 0; begin < p.size; begin += chunk)
+            crcs.push_back(crc32c(p.data + begin, std::min<size_t>(chunk, p.size - begin)));
+          EXPECT_EQ(placed.chunk_crc32c, crcs) << "piece of " << p.size << " bytes";
+        }
+        EXPECT_EQ(offsets.back() % 4096, 0);
+        EXPECT_LT(offsets.back() - before, 4096);
+        EXPECT_EQ(writer.bytes_appended(), offsets.back() + static_cast<int64_t>(p.size));
       }
-      EXPECT_EQ(writer.bytes_appended(), static_cast<int64_t>(expected.size()));
+      appended = writer.bytes_appended();
       writer.finish();
     }
-    EXPECT_EQ(crcs, expected_crcs);
     const std::string written = read_all(file);
-    ASSERT_EQ(written.size(), expected.size());
-    EXPECT_TRUE(written == expected) << "the file's bytes differ from the appended pieces";
+    ASSERT_EQ(static_cast<int64_t>(written.size()), appended);
+    std::string covered(written.size(), 0);
+    for (size_t i = 0; i < pieces.size(); ++i) {
+      const AlignedPiece& p = pieces[i];
+      EXPECT_EQ(0, std::memcmp(written.data() + offsets[i], p.data, p.size))
+          << "part " << i << " differs in the file";
+      covered.replace(static_cast<size_t>(offsets[i]), p.size, p.size, 1);
+    }
+    for (size_t b = 0; b < written.size(); ++b)
+      if (!covered[b]) ASSERT_EQ(written[b], 0) << "padding byte " << b << " is not zero";
   }
   fs::remove(file);
+}
+
+// The snapshot copy: every dense entry lands in one image at a block-aligned offset with its
+// chunks' checksums, zeros between entries, and owns its values (changing the source later
+// changes nothing); an entry that is not dense is cloned and left to the writer.
+TEST(SnapshotImage, CopiesEntriesIntoOneFileShapedImage) {
+  const std::vector<int64_t> sizes = {3, (1 << 18) + 5, 1024, 0, (1 << 20) / 4 * 3 + 1};
+  std::vector<ShardEntry> entries;
+  std::vector<Tensor> sources;
+  uint64_t seed = 5;
+  for (int64_t n : sizes) {
+    Tensor t = Tensor::empty({n});
+    for (int64_t i = 0; i < n; ++i) t.data<float>()[i] = static_cast<float>(++seed % 1000) - 3;
+    sources.push_back(t);
+    entries.push_back({"e" + std::to_string(entries.size()), t, nn::ShardSpec::whole({n})});
+  }
+  Tensor matrix = Tensor::from_vector(std::vector<float>{1, 2, 3, 4, 5, 6}, {2, 3});
+  entries.push_back({"strided", matrix.transpose(0, 1), nn::ShardSpec::whole({3, 2})});
+  snapshot_values(entries);
+  const StoragePtr image = image_of(entries);
+  ASSERT_NE(image, nullptr);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(image->data()) % kImageBlockBytes, 0u);
+  std::string covered(image->bytes(), 0);
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    const ShardEntry& e = entries[i];
+    ASSERT_GE(e.image_offset, 0);
+    EXPECT_EQ(e.image_offset % kImageBlockBytes, 0);
+    EXPECT_EQ(e.values.storage(), image);
+    const char* bytes = static_cast<const char*>(image->data()) + e.image_offset;
+    EXPECT_EQ(0, std::memcmp(bytes, sources[i].data_ptr(), sources[i].nbytes()));
+    std::vector<uint32_t> crcs;
+    for (int64_t begin = 0; begin < static_cast<int64_t>(sources[i].nbytes()); begin += 1 << 20)
+      crcs.push_back(crc32c(bytes + begin, std::min<size_t>(1 << 20, sources[i].nbytes() - begin)));
+    EXPECT_EQ(e.chunk_crc32c, crcs) << e.name;
+    covered.replace(static_cast<size_t>(e.image_offset), e.values.nbytes(), e.values.nbytes(), 1);
+    sources[i].fill_(-7.0f);
+    if (sizes[i] > 0) EXPECT_NE(e.values.to_vector()[0], -7.0f);
+  }
+  for (size_t b = 0; b < covered.size(); ++b)
+    if (!covered[b]) ASSERT_EQ(static_cast<const char*>(image->data())[b], 0) << "byte " << b;
+  const ShardEntry& strided = entries.back();
+  EXPECT_EQ(strided.image_offset, -1);
+  EXPECT_TRUE(strided.chunk_crc32c.empty());
+  EXPECT_EQ(strided.values.to_vector(), (std::vector<float>{1, 4, 2, 5, 3, 6}));
+  EXPECT_NE(strided.values.storage(), matrix.storage());
 }
 
 // A real full device (/dev/full fails every write with ENOSPC): the error names the file,

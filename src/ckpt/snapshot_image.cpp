@@ -1,0 +1,116 @@
+// snapshot_values: the checkpoint copy, checksummed on the way, into a file-shaped image.
+#include "snapshot_image.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "braid/ckpt/crc32c.h"
+#include "braid/core/error.h"
+
+namespace braid::ckpt {
+namespace {
+
+bool dense_on_host(const Tensor& t) {
+  return t.device().is_cpu() && t.is_contiguous();
+}
+
+int64_t round_up_to_block(int64_t bytes) {
+  return (bytes + kImageBlockBytes - 1) / kImageBlockBytes * kImageBlockBytes;
+}
+
+}  // namespace
+
+int64_t image_bytes(const std::vector<ShardEntry>& entries) {
+  int64_t bytes = 0;
+  for (const ShardEntry& e : entries)
+    if (dense_on_host(e.values))
+      bytes += round_up_to_block(static_cast<int64_t>(e.values.nbytes()));
+  return bytes;
+}
+
+StoragePtr touched_image(int64_t bytes) {
+  auto image = std::make_shared<Storage>(static_cast<size_t>(bytes), Device::cpu());
+  std::memset(image->data(), 0, static_cast<size_t>(bytes));
+  return image;
+}
+
+void snapshot_values(std::vector<ShardEntry>& entries, StoragePtr reuse) {
+  std::vector<size_t> in_image, others;
+  int64_t image_bytes = 0;
+  for (size_t i = 0; i < entries.size(); ++i) {
+    ShardEntry& e = entries[i];
+    if (!dense_on_host(e.values)) {
+      others.push_back(i);
+      continue;
+    }
+    in_image.push_back(i);
+    e.image_offset = image_bytes;
+    image_bytes += round_up_to_block(static_cast<int64_t>(e.values.nbytes()));
+  }
+  if (image_bytes > 0) {
+    StoragePtr image =
+        reuse && static_cast<int64_t>(reuse->bytes()) == image_bytes
+            ? std::move(reuse)
+            : std::make_shared<Storage>(static_cast<size_t>(image_bytes), Device::cpu());
+    char* base = static_cast<char*>(image->data());
+    // The copy runs chunk by chunk over all threads. Each chunk is checksummed in L1-sized
+    // pieces, each just before it is copied: checksum and copy are both bound by reading
+    // memory, so together they take about what the copy alone takes, and the writer thread
+    // never reads the copy again.
+    constexpr int64_t kPieceBytes = int64_t{16} << 10;
+    struct Chunk {
+      size_t entry;
+      int64_t begin, length;
+    };
+    std::vector<Chunk> chunks;
+    std::vector<const char*> sources(entries.size());
+    for (size_t i : in_image) {
+      ShardEntry& e = entries[i];
+      const int64_t bytes = static_cast<int64_t>(e.values.nbytes());
+      // The gap after an entry is zeroed: the file must not carry whatever the recycled
+      // buffer held before.
+      std::memset(base + e.image_offset + bytes, 0,
+                  static_cast<size_t>(round_up_to_block(bytes) - bytes));
+      for (int64_t begin = 0; begin < bytes; begin += kChunkBytes)
+        chunks.push_back({i, begin, std::min(kChunkBytes, bytes - begin)});
+      e.chunk_crc32c.assign(static_cast<size_t>((bytes + kChunkBytes - 1) / kChunkBytes), 0);
+      sources[i] = static_cast<const char*>(e.values.data_ptr());
+      const int64_t element = static_cast<int64_t>(dtype_size(e.values.dtype()));
+      e.values =
+          Tensor::from_storage(image, e.values.shape(), e.values.dtype(), e.image_offset / element);
+    }
+    const int64_t n = static_cast<int64_t>(chunks.size());
+#pragma omp parallel for schedule(dynamic, 1) if (n > 1)
+    for (int64_t k = 0; k < n; ++k) {
+      const Chunk& c = chunks[static_cast<size_t>(k)];
+      const char* from = sources[c.entry] + c.begin;
+      char* to = base + entries[c.entry].image_offset + c.begin;
+      uint32_t crc = 0;
+      for (int64_t at = 0; at < c.length; at += kPieceBytes) {
+        const size_t length = static_cast<size_t>(std::min(kPieceBytes, c.length - at));
+        crc = crc32c(from + at, length, crc);
+        std::memcpy(to + at, from + at, length);
+      }
+      entries[c.entry].chunk_crc32c[static_cast<size_t>(c.begin / kChunkBytes)] = crc;
+    }
+  }
+  std::vector<Tensor> views;
+  for (size_t i : others) views.push_back(entries[i].values);
+  std::vector<Tensor> copies = clone_all(views);
+  for (size_t k = 0; k < others.size(); ++k) entries[others[k]].values = std::move(copies[k]);
+}
+
+StoragePtr image_of(const std::vector<ShardEntry>& entries) {
+  StoragePtr image;
+  for (const ShardEntry& e : entries) {
+    if (e.image_offset < 0) continue;
+    if (!image) image = e.values.storage();
+    BRAID_CHECK(e.values.storage() == image,
+                "checkpoint entry '{}' lies in a second snapshot image; one shard file takes "
+                "one image",
+                e.name);
+  }
+  return image;
+}
+
+}  // namespace braid::ckpt

@@ -1,0 +1,36 @@
+// A rank's checkpoint tensors copied into one buffer laid out as its data file will be.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "braid/core/storage.h"
+#include "shard_writer.h"
+
+namespace braid::ckpt {
+
+// Entries start on block boundaries of the image (and so of the file), as direct I/O wants.
+inline constexpr int64_t kImageBlockBytes = 4096;
+
+// Replaces each entry's values by a private copy (training goes on changing the originals).
+// The dense host tensors among them are copied into one image: a buffer (on huge pages when
+// it is 4 MiB or more) holding each at a block-aligned `image_offset`, zeros between, so that
+// the writer thread can hand the whole buffer to the disk with direct I/O, with no staging
+// copy. Their chunks' checksums are taken during the copy (`chunk_crc32c`). Other entries
+// are cloned and left for the writer to checksum. `reuse`: an earlier image, used again when
+// it has exactly the size needed (no one may still read it); otherwise a new one is made.
+void snapshot_values(std::vector<ShardEntry>& entries, StoragePtr reuse = nullptr);
+
+// The size of the image snapshot_values would make for `entries`.
+int64_t image_bytes(const std::vector<ShardEntry>& entries);
+
+// A zeroed image of `bytes`, every page already faulted in. Fresh memory costs most on its
+// first touch (on this development VM, 10-100 ms for 38 MiB on huge pages, whose backing the
+// host provides then), so a checkpointer prepares its image off the training thread.
+StoragePtr touched_image(int64_t bytes);
+
+// The image the entries' values live in (all entries with an image offset share it); null
+// when none does.
+StoragePtr image_of(const std::vector<ShardEntry>& entries);
+
+}  // namespace braid::ckpt
