@@ -75,8 +75,8 @@ BlockCache& cache() {
 // on 4 KiB pages and 78-79 ms on huge ones (braid_micro_bench).
 //
 // Blocks of kPageAlignMinBytes and more start on a 4 KiB page boundary, so that a checkpoint
-// can hand a copy of a tensor to the disk with direct I/O, which wants aligned addresses,
-// without copying it again into an aligned buffer.
+// snapshot image below kHugeMinBytes can still go to the disk in place with direct I/O,
+// which wants aligned addresses (src/ckpt/snapshot_image.h).
 void* fresh_block(size_t rounded) {
   if (rounded < kPageAlignMinBytes) return std::aligned_alloc(kHostAlignment, rounded);
   void* p = nullptr;

@@ -140,16 +140,18 @@ TEST(ChunkedFileWriter, WritesTheExactBytesAndChunkChecksums) {
   fs::remove(file);
 }
 
-// The snapshot copy: every dense entry lands in one image at a block-aligned offset with its
-// chunks' checksums, zeros between entries, and owns its values (changing the source later
-// changes nothing); an entry that is not dense is cloned and left to the writer.
+// The snapshot copy: every dense entry (aligned in memory or not) lands in one image at a
+// block-aligned offset with its chunks' checksums, zeros between entries, and owns its
+// values (changing the source later changes nothing); an entry that is not dense is cloned
+// and left to the writer.
 TEST(SnapshotImage, CopiesEntriesIntoOneFileShapedImage) {
   const std::vector<int64_t> sizes = {3, (1 << 18) + 5, 1024, 0, (1 << 20) / 4 * 3 + 1};
   std::vector<ShardEntry> entries;
   std::vector<Tensor> sources;
   uint64_t seed = 5;
   for (int64_t n : sizes) {
-    Tensor t = Tensor::empty({n});
+    // Every other source starts one float into its buffer: the copy reads unaligned memory.
+    Tensor t = Tensor::empty({n + 1}).narrow(0, static_cast<int64_t>(entries.size() % 2), n);
     for (int64_t i = 0; i < n; ++i) t.data<float>()[i] = static_cast<float>(++seed % 1000) - 3;
     sources.push_back(t);
     entries.push_back({"e" + std::to_string(entries.size()), t, nn::ShardSpec::whole({n})});
