@@ -150,7 +150,7 @@ Checkpointer::Selection Checkpointer::select(const nn::Module& model,
 void Checkpointer::prepare(const nn::Module& model, const optim::Optimizer& optimizer,
                            const optim::OwnedState& owned, const std::set<std::string>& skip) {
   // running() first: spare_image_ may only be read once the writer thread has been joined.
-  if (writer_.running() || options_.mode == Mode::overlapped || spare_image_) return;
+  if (writer_.running() || spare_image_) return;
   const Selection mine = select(model, owned, skip);
   const int64_t bytes = image_bytes(
       collect_rank_state(model, optimizer, mine.shards, mine.not_mine, mine.first_replica).entries);
@@ -216,7 +216,7 @@ void Checkpointer::finish_window(const std::vector<optim::StateShard>& shards,
   bytes_copied_ = window->bytes_copied() + entry_bytes(job->entries);  // + unoptimized params
   // The replay works on the window's private copies, so it runs on the writer thread, before
   // the write, instead of holding up training (start_writer first waits for an earlier write).
-  start_writer(job, [job, window, shards] {
+  start_writer(job, [this, job, window, shards] {
     omp_set_num_threads(1);  // the training threads keep both cores
     window->finish();
     // The window's copies in place of the live tensors, cut into boxes like any save.
@@ -231,6 +231,10 @@ void Checkpointer::finish_window(const std::vector<optim::StateShard>& shards,
     RankState mine = shard_entries(job->specs, copied, /*copy=*/false);
     for (ShardEntry& e : mine.entries) job->entries.push_back(std::move(e));
     job->param_steps = std::move(mine.param_steps);
+    // Copied once more, with the unoptimized parameters, into an image as async writes it:
+    // the copy checksums on the way and the disk takes the image in place, which costs this
+    // thread less than checksumming the copies and staging them.
+    snapshot_values(job->entries, std::move(spare_image_));
   });
 }
 

@@ -78,10 +78,11 @@ class Checkpointer {
   // Waits for the unfinished write and rethrows its error (an overlapped window still
   // copying is left running).
   void wait();
-  // Sync and async: allocates the buffer the next snapshot copies into, and faults its pages
-  // in, on the writer thread at idle priority, so that the first checkpoint's stall does not
-  // include first touches of fresh memory. Call it once the optimizer state exists (after a
-  // first step); a no-op when a buffer is ready or the writer is busy.
+  // Allocates the buffer the next snapshot copies into (overlapped: the one its replayed
+  // state is copied into before the write), and faults its pages in, on the writer thread at
+  // idle priority, so that the first checkpoint does not pay for first touches of fresh
+  // memory. Call it once the optimizer state exists (after a first step); a no-op when a
+  // buffer is ready or the writer is busy.
   void prepare(const nn::Module& model, const optim::Optimizer& optimizer,
                const optim::OwnedState& owned, const std::set<std::string>& skip = {});
 
@@ -97,8 +98,8 @@ class Checkpointer {
   // Bytes the last checkpoint to leave training copied in host memory: the state (sync and
   // async), or the window's blocks plus the gradients it recorded (overlapped). 0 before any.
   int64_t bytes_copied() const { return bytes_copied_; }
-  // The buffer the next sync or async snapshot copies into (null: none yet). Read it only
-  // after wait(): the writer thread hands the buffer back when it finishes.
+  // The buffer the next snapshot copies into (null: none yet). Read it only after wait():
+  // the writer thread hands the buffer back when it finishes.
   const Storage* snapshot_buffer() const { return spare_image_.get(); }
 
  private:

@@ -133,6 +133,26 @@ TEST_F(CheckpointTest, SnapshotsReuseOnePreparedBufferWithoutMixingCheckpoints) 
   }
 }
 
+// The overlapped window's replayed state goes to disk through the same prepared buffer.
+TEST_F(CheckpointTest, OverlappedWritesThroughThePreparedBuffer) {
+  Trainer t(config("overlapped", 10, "", "window: 2"));
+  t.train_step();
+  t.prepare_checkpoint();
+  t.wait_for_checkpoint();
+  const Storage* prepared = t.checkpointer()->snapshot_buffer();
+  ASSERT_NE(prepared, nullptr);
+  for (int window = 0; window < 2; ++window) {
+    t.save_checkpoint();  // opens the window; it lands after the next step
+    t.train_step();
+    const auto landed = parameters_of(t);
+    t.wait_for_checkpoint();
+    EXPECT_EQ(t.checkpointer()->snapshot_buffer(), prepared) << "window " << window;
+    Trainer loaded(config("overlapped", 10, newest().string()));
+    EXPECT_EQ(loaded.step(), t.step());
+    EXPECT_EQ(parameters_of(loaded), landed) << "window " << window;
+  }
+}
+
 // fit() checkpoints every N steps and at the end, keeps the newest `keep`, and a restarted
 // run with resume "latest" picks up where the last committed one left off.
 TEST_F(CheckpointTest, FitSavesPeriodicallyKeepsTheNewestAndResumes) {
