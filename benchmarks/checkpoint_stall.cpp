@@ -29,11 +29,10 @@
 //   MiB/ckpt   bytes of the committed step folder (every checkpoint holds the same tensors);
 //   copied     MiB the last checkpoint copied in host memory (Checkpointer::bytes_copied: the
 //              state, or an overlapped window's blocks plus the gradients it recorded);
-//   +peak      the snapshot buffer a sync or async checkpointer holds from
-//              prepare_checkpoint() on, plus the growth of the tracked host allocator's peak
-//              during save() (braid::host_memory_stats): the tensor copies. Buffers outside
-//              the allocator (the serialisation string of the shard file) do not show here,
-//              hence
+//   +peak      the snapshot buffer the checkpointer holds from prepare_checkpoint() on,
+//              plus the growth of the tracked host allocator's peak during save() (braid::
+//              host_memory_stats): the tensor copies. Buffers outside the allocator (the
+//              serialisation string of the shard file) do not show here, hence
 //   +rss       growth of the process's resident high-water mark (VmHWM, reset through
 //              /proc/self/clear_refs) from just before save() to the end of the `after`
 //              steps after it, over the resident size before save(): all memory, including an
