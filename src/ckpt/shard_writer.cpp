@@ -76,10 +76,11 @@ std::set<std::string> whole_parameters_written_by_tp0(const nn::Module& model, i
 
 void write_rank_shard(const fs::path& folder, int rank, std::vector<ShardEntry>& entries,
                       const std::map<std::string, int64_t>& param_steps, int64_t step) {
-  int64_t total = 0;
+  int64_t total = 0;  // the file's size: every slice starts on a block boundary
   for (ShardEntry& e : entries) {
     if (e.image_offset < 0) e.values = e.values.contiguous();
-    total += static_cast<int64_t>(e.values.nbytes());
+    total = (total + kImageBlockBytes - 1) / kImageBlockBytes * kImageBlockBytes +
+            static_cast<int64_t>(e.values.nbytes());
   }
   const fs::path data_file = folder / rank_data_file(rank);
   if (fault_requested("enospc", step, rank))
