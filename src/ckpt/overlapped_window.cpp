@@ -23,28 +23,44 @@ const Tensor& state_named(const optim::StateShard& shard, const std::string& nam
       shard.name, name);
 }
 
+// Greedy balance: each shard joins the lightest block, largest shards first.
+std::vector<int> assign_blocks(const std::vector<optim::StateShard>& shards, int blocks) {
+  std::vector<size_t> order(shards.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return shards[a].length > shards[b].length; });
+  std::vector<int64_t> load(blocks, 0);
+  std::vector<int> block_of(shards.size(), 0);
+  for (size_t i : order) {
+    const int lightest =
+        static_cast<int>(std::min_element(load.begin(), load.end()) - load.begin());
+    block_of[i] = lightest;
+    load[lightest] += shards[i].length;
+  }
+  return block_of;
+}
+
 }  // namespace
 
 OverlappedWindow::OverlappedWindow(const optim::AdamWOptions& adamw,
                                    const std::vector<optim::StateShard>& shards, int blocks)
     : blocks_(blocks), adamw_(adamw) {
   BRAID_CHECK(blocks >= 1, "checkpoint.window must be >= 1, got {}", blocks);
-  // Greedy balance: each shard joins the lightest block, largest shards first.
-  std::vector<size_t> order(shards.size());
-  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
-  std::stable_sort(order.begin(), order.end(),
-                   [&](size_t a, size_t b) { return shards[a].length > shards[b].length; });
-  std::vector<int64_t> load(blocks, 0);
-  block_of_.assign(shards.size(), 0);
-  for (size_t i : order) {
-    const int lightest =
-        static_cast<int>(std::min_element(load.begin(), load.end()) - load.begin());
-    block_of_[i] = lightest;
-    load[lightest] += shards[i].length;
-  }
+  block_of_ = assign_blocks(shards, blocks);
   for (const auto& s : shards) weight_decay_.push_back(s.weight_decay);
   copies_.resize(shards.size());
   start_copy(shards, 0);
+}
+
+std::vector<int64_t> OverlappedWindow::copy_sizes(const std::vector<optim::StateShard>& shards,
+                                                  int blocks) {
+  const std::vector<int> block_of = assign_blocks(shards, blocks);
+  std::vector<int64_t> sizes;
+  for (size_t i = 0; i < shards.size(); ++i) {
+    const int copies = 3 + (blocks - 1 - block_of[i]);
+    sizes.insert(sizes.end(), copies, static_cast<int64_t>(shards[i].value.nbytes()));
+  }
+  return sizes;
 }
 
 void OverlappedWindow::start_copy(const std::vector<optim::StateShard>& shards, int block) {

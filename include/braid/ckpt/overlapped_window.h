@@ -55,6 +55,13 @@ class OverlappedWindow {
   // Bytes copied so far (parameters, moments and recorded gradients).
   int64_t bytes_copied() const { return bytes_copied_; }
 
+  // The size of every copy a window over `shards` in `blocks` blocks makes, each the bytes of
+  // one tensor: per shard its value and two moments, and one gradient for each step after
+  // the one its block is copied at. A checkpointer allocates and touches blocks of these
+  // sizes ahead of a first window (Checkpointer::prepare), so that the allocator's cache
+  // hands the window memory already faulted in.
+  static std::vector<int64_t> copy_sizes(const std::vector<optim::StateShard>& shards, int blocks);
+
  private:
   struct Update {
     float lr = 0, grad_scale = 1;

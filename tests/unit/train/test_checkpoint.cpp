@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <numeric>
 #include <vector>
 
 #include "braid/ckpt/checkpoint.h"
@@ -373,6 +374,11 @@ TEST_F(CheckpointTest, BytesCopiedCountStateAndRecordedGradients) {
   const int64_t block0_grads = t.checkpointer()->bytes_copied() - state;
   EXPECT_GT(block0_grads, 0);
   EXPECT_LT(block0_grads, state / 3);  // a part of one gradient's worth
+  // copy_sizes (what prepare() warms up) lists exactly these copies.
+  const std::vector<int64_t> sizes =
+      ckpt::OverlappedWindow::copy_sizes(t.strategy().owned_state(t.optimizer()).shards, 2);
+  EXPECT_EQ(std::accumulate(sizes.begin(), sizes.end(), int64_t{0}),
+            t.checkpointer()->bytes_copied());
   t.wait_for_checkpoint();
 }
 
