@@ -81,7 +81,8 @@ class Checkpointer {
   // Allocates the buffer the next snapshot copies into (overlapped: the one its replayed
   // state is copied into before the write), and faults its pages in, on the writer thread at
   // idle priority, so that the first checkpoint does not pay for first touches of fresh
-  // memory. Call it once the optimizer state exists (after a first step); a no-op when a
+  // memory; overlapped mode also warms blocks of its window's copy sizes in the host
+  // allocator's cache. Call it once the optimizer state exists (after a first step); a no-op when a
   // buffer is ready or the writer is busy.
   void prepare(const nn::Module& model, const optim::Optimizer& optimizer,
                const optim::OwnedState& owned, const std::set<std::string>& skip = {});
