@@ -21,6 +21,13 @@ namespace braid::ckpt {
 
 namespace {
 
+// Named in top, perf and gdb; at idle priority, its replay, copies and writes use only CPU
+// time the training threads leave idle.
+void become_writer_thread() {
+  pthread_setname_np(pthread_self(), "braid-ckpt-wr");
+  run_at_idle_priority();
+}
+
 int64_t entry_bytes(const std::vector<ShardEntry>& entries) {
   int64_t total = 0;
   for (const ShardEntry& e : entries) total += static_cast<int64_t>(e.values.nbytes());
@@ -160,8 +167,7 @@ void Checkpointer::prepare(const nn::Module& model, const optim::Optimizer& opti
   if (options_.mode == Mode::overlapped && options_.window > 1)
     window_copies = OverlappedWindow::copy_sizes(mine.shards, options_.window);
   writer_.start([this, bytes, window_copies] {
-    pthread_setname_np(pthread_self(), "braid-ckpt-wr");
-    run_at_idle_priority();
+    become_writer_thread();
     spare_image_ = touched_image(bytes);
     // Blocks of the sizes the window's copies will have, touched and then freed together: the
     // host allocator's cache keeps them, so a first window copies into memory already faulted
@@ -176,9 +182,7 @@ void Checkpointer::prepare(const nn::Module& model, const optim::Optimizer& opti
 
 void Checkpointer::start_writer(std::shared_ptr<Pending> job, std::function<void()> prepare) {
   writer_.start([this, job, prepare = std::move(prepare)] {
-    pthread_setname_np(pthread_self(), "braid-ckpt-wr");  // named in top, perf and gdb
-    // Replay, checksums and staging use only CPU time the training threads leave idle.
-    run_at_idle_priority();
+    become_writer_thread();
     if (prepare) prepare();
     write_and_commit(job);
   });
@@ -240,7 +244,7 @@ void Checkpointer::finish_window(const std::vector<optim::StateShard>& shards,
       copied[i].steps = copies[i].steps;
       copied[i].grad = Tensor();  // never read from the live gradient off the training thread
     }
-    RankState mine = shard_entries(job->specs, copied, /*copy=*/false);
+    RankState mine = shard_entries(job->specs, copied);
     for (ShardEntry& e : mine.entries) job->entries.push_back(std::move(e));
     job->param_steps = std::move(mine.param_steps);
     // Copied once more, with the unoptimized parameters, into an image as async writes it:

@@ -17,11 +17,10 @@ namespace braid::ckpt {
 namespace {
 
 constexpr int64_t kStagingBytes = 2 << 20;  // fits the L2 cache next to the chunk being staged
-constexpr int64_t kDirectAlignment = 4096;  // covers every common logical block size
 
 char* aligned_staging() {
   void* p = nullptr;
-  BRAID_CHECK(::posix_memalign(&p, kDirectAlignment, kStagingBytes) == 0,
+  BRAID_CHECK(::posix_memalign(&p, kFileBlockBytes, kStagingBytes) == 0,
               "cannot allocate the {} byte checkpoint staging buffer", kStagingBytes);
   return static_cast<char*>(p);
 }
@@ -69,8 +68,8 @@ int64_t ChunkedFileWriter::append_image(const void* data, int64_t size) {
   // buffer. Buffered writes take anything.
   int64_t in_place = size;
   if (direct_)
-    in_place = reinterpret_cast<uintptr_t>(bytes) % kDirectAlignment == 0
-                   ? size / kDirectAlignment * kDirectAlignment
+    in_place = reinterpret_cast<uintptr_t>(bytes) % kFileBlockBytes == 0
+                   ? size / kFileBlockBytes * kFileBlockBytes
                    : 0;
   write_fully(bytes, in_place);
   stage(bytes + in_place, size - in_place);
@@ -79,8 +78,8 @@ int64_t ChunkedFileWriter::append_image(const void* data, int64_t size) {
 }
 
 void ChunkedFileWriter::pad_to_block() {
-  static const char kZeros[kDirectAlignment] = {};
-  const int64_t pad = (kDirectAlignment - appended_ % kDirectAlignment) % kDirectAlignment;
+  static const char kZeros[kFileBlockBytes] = {};
+  const int64_t pad = round_up_to_block(appended_) - appended_;
   stage(kZeros, pad);
   appended_ += pad;
 }
@@ -124,7 +123,7 @@ void ChunkedFileWriter::finish() {
   if (staged_ > 0) {
     if (direct_) {
       // Direct writes go in whole blocks: pad the tail with zeros, then cut the file back.
-      const int64_t padded = (staged_ + kDirectAlignment - 1) / kDirectAlignment * kDirectAlignment;
+      const int64_t padded = round_up_to_block(staged_);
       std::memset(staging_.get() + staged_, 0, static_cast<size_t>(padded - staged_));
       write_staged(padded);
     } else {

@@ -19,6 +19,12 @@ namespace fs = std::filesystem;
 
 constexpr int kFormatVersion = 1;
 constexpr int64_t kChunkBytes = 1 << 20;  // checksum granularity
+// Every slice of a data file starts on a multiple of this, as direct I/O wants (it covers
+// every common logical block size); zeros fill the gaps.
+constexpr int64_t kFileBlockBytes = 4096;
+constexpr int64_t round_up_to_block(int64_t bytes) {
+  return (bytes + kFileBlockBytes - 1) / kFileBlockBytes * kFileBlockBytes;
+}
 constexpr const char* kManifestFile = "manifest.pb";
 constexpr const char* kLatestFile = "latest";
 

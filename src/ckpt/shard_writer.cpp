@@ -10,7 +10,7 @@
 
 namespace braid::ckpt {
 RankState shard_entries(const std::map<std::string, nn::ShardSpec>& specs,
-                        const std::vector<optim::StateShard>& shards, bool copy) {
+                        const std::vector<optim::StateShard>& shards) {
   RankState out;
   // A flat range of a tensor, one entry per box it covers.
   auto add = [&](const std::string& key, const Tensor& flat,
@@ -28,7 +28,6 @@ RankState shard_entries(const std::map<std::string, nn::ShardSpec>& specs,
     for (const auto& [state, t] : shard.state) add("optim/" + shard.name + "/" + state, t, boxes);
     out.param_steps[shard.name] = shard.steps;
   }
-  if (copy) snapshot_values(out.entries);
   return out;
 }
 
@@ -49,7 +48,7 @@ std::vector<ShardEntry> unoptimized_entries(const nn::Module& model,
 RankState collect_rank_state(const nn::Module& model, const optim::Optimizer& optimizer,
                              const std::vector<optim::StateShard>& shards,
                              const std::set<std::string>& skip, bool with_unoptimized) {
-  RankState out = shard_entries(model.shard_specs(), shards, /*copy=*/false);
+  RankState out = shard_entries(model.shard_specs(), shards);
   if (with_unoptimized)
     for (ShardEntry& e : unoptimized_entries(model, optimizer, skip, /*copy=*/false))
       out.entries.push_back(std::move(e));
@@ -79,8 +78,7 @@ void write_rank_shard(const fs::path& folder, int rank, std::vector<ShardEntry>&
   int64_t total = 0;  // the file's size: every slice starts on a block boundary
   for (ShardEntry& e : entries) {
     if (e.image_offset < 0) e.values = e.values.contiguous();
-    total = (total + kImageBlockBytes - 1) / kImageBlockBytes * kImageBlockBytes +
-            static_cast<int64_t>(e.values.nbytes());
+    total = round_up_to_block(total) + static_cast<int64_t>(e.values.nbytes());
   }
   const fs::path data_file = folder / rank_data_file(rank);
   if (fault_requested("enospc", step, rank))
@@ -112,7 +110,7 @@ void write_rank_shard(const fs::path& folder, int rank, std::vector<ShardEntry>&
     for (const ShardEntry& e : entries)
       if (e.image_offset >= 0)
         size = std::max(size, e.image_offset + static_cast<int64_t>(e.values.nbytes()));
-    const int64_t half = size / 2 / kImageBlockBytes * kImageBlockBytes;
+    const int64_t half = size / 2 / kFileBlockBytes * kFileBlockBytes;
     const int64_t start = file.append_image(bytes, half);
     crash_mid_file();
     file.append_image(bytes + half, size - half);

@@ -39,11 +39,10 @@ struct RankState {
   std::map<std::string, int64_t> param_steps;
 };
 // The parameters and optimizer state of `shards` (from shards_to_write), each as the boxes of
-// the global tensor its flat range covers (`specs`: the model's shard specs). Values are
-// cloned when `copy` (training goes on changing the originals while an asynchronous write
-// runs).
+// the global tensor its flat range covers (`specs`: the model's shard specs), as views of
+// `shards`' tensors (snapshot_values copies them).
 RankState shard_entries(const std::map<std::string, nn::ShardSpec>& specs,
-                        const std::vector<optim::StateShard>& shards, bool copy);
+                        const std::vector<optim::StateShard>& shards);
 // The model's parameters no optimizer updates (whole), except those in `skip`.
 std::vector<ShardEntry> unoptimized_entries(const nn::Module& model,
                                             const optim::Optimizer& optimizer,

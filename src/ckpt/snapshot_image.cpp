@@ -17,10 +17,6 @@ bool dense_on_host(const Tensor& t) {
   return t.device().is_cpu() && t.is_contiguous();
 }
 
-int64_t round_up_to_block(int64_t bytes) {
-  return (bytes + kImageBlockBytes - 1) / kImageBlockBytes * kImageBlockBytes;
-}
-
 // Copies with non-temporal stores where `to` is 16-byte aligned: the image is read next by
 // the disk, not by a core, so its lines need not be read first nor evict training's data
 // from the caches.

@@ -9,9 +9,6 @@
 
 namespace braid::ckpt {
 
-// Entries start on block boundaries of the image (and so of the file), as direct I/O wants.
-inline constexpr int64_t kImageBlockBytes = 4096;
-
 // Replaces each entry's values by a private copy (training goes on changing the originals).
 // The dense host tensors among them are copied into one image: a buffer (on huge pages when
 // it is 4 MiB or more) holding each at a block-aligned `image_offset`, zeros between, so that

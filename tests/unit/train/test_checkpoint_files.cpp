@@ -161,12 +161,12 @@ TEST(SnapshotImage, CopiesEntriesIntoOneFileShapedImage) {
   snapshot_values(entries);
   const StoragePtr image = image_of(entries);
   ASSERT_NE(image, nullptr);
-  EXPECT_EQ(reinterpret_cast<uintptr_t>(image->data()) % kImageBlockBytes, 0u);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(image->data()) % kFileBlockBytes, 0u);
   std::string covered(image->bytes(), 0);
   for (size_t i = 0; i < sizes.size(); ++i) {
     const ShardEntry& e = entries[i];
     ASSERT_GE(e.image_offset, 0);
-    EXPECT_EQ(e.image_offset % kImageBlockBytes, 0);
+    EXPECT_EQ(e.image_offset % kFileBlockBytes, 0);
     EXPECT_EQ(e.values.storage(), image);
     const char* bytes = static_cast<const char*>(image->data()) + e.image_offset;
     EXPECT_EQ(0, std::memcmp(bytes, sources[i].data_ptr(), sources[i].nbytes()));
