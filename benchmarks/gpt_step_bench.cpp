@@ -1,4 +1,4 @@
-// Times braid GPT training steps on the CPU (forward, backward, clip, AdamW), the braid side of
+// Times braid GPT training steps on the CPU, whole and by phase, the braid side of
 // benchmarks/cpu_vs_torch.sh; takes the same flags and writes the same JSON as
 // benchmarks/reference/torch_gpt.py.
 #include <omp.h>
@@ -73,25 +73,40 @@ int main(int argc, char** argv) {
       batches.emplace_back(Tensor::from_vector(x, {B, T}), Tensor::from_vector(y, {B, T}));
     }
 
+    // Each step's phases, timed back to back, so a profile of the step needs no profiler.
+    const std::vector<std::string> phases = {"zero_grad", "forward", "backward", "grad_norm",
+                                             "adamw"};
+    std::vector<std::vector<double>> phase_ms(phases.size());
     std::vector<double> times_ms;
     std::vector<float> losses;
     for (int64_t step = 0; step < warmup + steps; ++step) {
       const auto& [x, y] = batches[step % batches.size()];
-      const auto t0 = std::chrono::steady_clock::now();
+      std::vector<std::chrono::steady_clock::time_point> marks = {std::chrono::steady_clock::now()};
+      auto mark = [&] { marks.push_back(std::chrono::steady_clock::now()); };
       model.zero_grad();
+      mark();
       Tensor loss = model.loss(x, y);
+      mark();
       loss.backward();
+      mark();
       const optim::ClipResult clip = optim::clip_coefficient(params, 1.0f);
+      mark();
       opt.step(3e-4f, clip.scale);
-      const auto t1 = std::chrono::steady_clock::now();
+      mark();
       losses.push_back(loss.item());
-      if (step >= warmup)
-        times_ms.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
+      if (step < warmup) continue;
+      auto ms = [&](size_t from, size_t to) {
+        return std::chrono::duration<double, std::milli>(marks[to] - marks[from]).count();
+      };
+      times_ms.push_back(ms(0, phases.size()));
+      for (size_t i = 0; i < phases.size(); ++i) phase_ms[i].push_back(ms(i, i + 1));
     }
-    std::vector<double> sorted = times_ms;
-    std::sort(sorted.begin(), sorted.end());
-    const size_t n = sorted.size();
-    const double median = n % 2 ? sorted[n / 2] : 0.5 * (sorted[n / 2 - 1] + sorted[n / 2]);
+    auto median_of = [](std::vector<double> v) {
+      std::sort(v.begin(), v.end());
+      const size_t n = v.size();
+      return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+    };
+    const double median = median_of(times_ms);
     const double tokens_per_s = static_cast<double>(B * T) / (median / 1e3);
     std::printf(
         "braid L=%lld H=%lld C=%lld V=%lld B=%lld T=%lld threads=%lld: params %lld, median "
@@ -99,6 +114,10 @@ int main(int argc, char** argv) {
         (long long)cfg.n_layer, (long long)cfg.n_head, (long long)cfg.n_embd,
         (long long)cfg.vocab_size, (long long)B, (long long)T, num("threads"),
         (long long)model.num_parameters(), median, tokens_per_s, losses.front(), losses.back());
+    std::printf("  median ms per phase:");
+    for (size_t i = 0; i < phases.size(); ++i)
+      std::printf(" %s %.1f", phases[i].c_str(), median_of(phase_ms[i]));
+    std::printf("\n");
     if (!flags["json"].empty()) {
       nlohmann::json j;
       j["impl"] = "braid";
@@ -114,6 +133,8 @@ int main(int argc, char** argv) {
                      {"threads", num("threads")}};
       j["ms_per_step"] = times_ms;
       j["median_ms"] = median;
+      for (size_t i = 0; i < phases.size(); ++i)
+        j["phase_median_ms"][phases[i]] = median_of(phase_ms[i]);
       j["tokens_per_s"] = tokens_per_s;
       j["params"] = model.num_parameters();
       j["losses"] = losses;
