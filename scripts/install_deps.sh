@@ -4,7 +4,7 @@
 set -euo pipefail
 
 what=${1:-all}
-build_pkgs=(build-essential cmake pkg-config libopenblas-openmp-dev libprotobuf-dev
+build_pkgs=(build-essential cmake pkg-config libopenblas-openmp-dev libdnnl-dev libprotobuf-dev
             protobuf-compiler libspdlog-dev libfmt-dev nlohmann-json3-dev libgtest-dev
             libgmock-dev libbenchmark-dev openmpi-bin libopenmpi-dev)
 data_pkgs=(bible-kjv npm)

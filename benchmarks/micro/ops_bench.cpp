@@ -1,4 +1,4 @@
-// Google Benchmark micro benchmarks of the CPU op layer against raw OpenBLAS and memcpy.
+// Google Benchmark micro benchmarks of the CPU op layer against raw sgemm calls and memcpy.
 //   braid_micro_bench --benchmark_out=micro.json --benchmark_out_format=json
 // matmul through braid vs raw sgemm shows the op layer's overhead; AdamW's bytes/s next to
 // memcpy's shows how close the update is to the memory-bandwidth floor (7 f32 streams).
@@ -15,6 +15,7 @@
 #include "braid/ops.h"
 #include "braid/ops/kernel_registry.h"
 #include "braid/ops/kernel_signatures.h"
+#include "ops/cpu/sgemm_backend.h"
 
 namespace {
 
@@ -42,18 +43,79 @@ void BM_MatmulOp(benchmark::State& state) {
 }
 BENCHMARK(BM_MatmulOp)->Apply(gemm_args)->Unit(benchmark::kMillisecond)->UseRealTime();
 
-void BM_RawSgemm(benchmark::State& state) {
+// One sgemm call in the row-major convention of braid's GEMM kernel.
+using SgemmFn = void (*)(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha,
+                         const float* a, int64_t lda, const float* b, int64_t ldb, float beta,
+                         float* c, int64_t ldc);
+
+void openblas_sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
+                    int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+  cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, m, n,
+              k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+
+enum class LinearProduct { kForward, kInputGrad, kWeightGrad };
+
+// A linear layer's three products at m rows, in features k, out features n: the forward X W^T,
+// the input gradient dY W (both take the whole weight matrix as an operand) and the weight
+// gradient dY^T X added into .grad, whose reduction runs over the m rows.
+template <LinearProduct kProduct>
+void raw_linear_product(benchmark::State& state, SgemmFn sgemm) {
   const int64_t m = state.range(0), k = state.range(1), n = state.range(2);
-  Tensor x = random({m, k}, 1), w = random({n, k}, 2), y = Tensor::empty({m, n});
+  Tensor x = random({m, k}, 1), w = random({n, k}, 2), dy = random({m, n}, 3);
+  Tensor y = Tensor::empty({m, n}), dx = Tensor::empty({m, k}), dw = Tensor::zeros({n, k});
   for (auto _ : state) {
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, n, k, 1.0f, x.data<float>(), k,
-                w.data<float>(), k, 0.0f, y.data<float>(), n);
-    benchmark::DoNotOptimize(y.data_ptr());
+    switch (kProduct) {
+      case LinearProduct::kForward:
+        sgemm(false, true, m, n, k, 1.0f, x.data<float>(), k, w.data<float>(), k, 0.0f,
+              y.data<float>(), n);
+        break;
+      case LinearProduct::kInputGrad:
+        sgemm(false, false, m, k, n, 1.0f, dy.data<float>(), n, w.data<float>(), k, 0.0f,
+              dx.data<float>(), k);
+        break;
+      case LinearProduct::kWeightGrad:
+        sgemm(true, false, n, k, m, 1.0f, dy.data<float>(), n, x.data<float>(), k, 1.0f,
+              dw.data<float>(), k);
+        break;
+    }
+    benchmark::ClobberMemory();
   }
   state.counters["GFLOP/s"] = benchmark::Counter(
       2.0 * m * n * k, benchmark::Counter::kIsIterationInvariantRate, benchmark::Counter::kIs1000);
 }
+
+// The library braid's GEMM kernel calls (BRAID_CPU_GEMM), without the op layer; and OpenBLAS.
+void BM_RawSgemm(benchmark::State& state) {
+  raw_linear_product<LinearProduct::kForward>(state, &braid::ops::cpu::row_major_sgemm);
+}
+void BM_RawSgemmInputGrad(benchmark::State& state) {
+  raw_linear_product<LinearProduct::kInputGrad>(state, &braid::ops::cpu::row_major_sgemm);
+}
+void BM_RawSgemmWeightGrad(benchmark::State& state) {
+  raw_linear_product<LinearProduct::kWeightGrad>(state, &braid::ops::cpu::row_major_sgemm);
+}
+void BM_OpenBlasSgemm(benchmark::State& state) {
+  raw_linear_product<LinearProduct::kForward>(state, &openblas_sgemm);
+}
+void BM_OpenBlasSgemmInputGrad(benchmark::State& state) {
+  raw_linear_product<LinearProduct::kInputGrad>(state, &openblas_sgemm);
+}
+void BM_OpenBlasSgemmWeightGrad(benchmark::State& state) {
+  raw_linear_product<LinearProduct::kWeightGrad>(state, &openblas_sgemm);
+}
 BENCHMARK(BM_RawSgemm)->Apply(gemm_args)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_RawSgemmInputGrad)->Apply(gemm_args)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_RawSgemmWeightGrad)->Apply(gemm_args)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_OpenBlasSgemm)->Apply(gemm_args)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_OpenBlasSgemmInputGrad)
+    ->Apply(gemm_args)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+BENCHMARK(BM_OpenBlasSgemmWeightGrad)
+    ->Apply(gemm_args)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
 
 // Causal attention forward + backward on [B, H, T, D] = [4, 12, 64, 64] and [8, 4, 128, 64].
 void BM_Attention(benchmark::State& state) {

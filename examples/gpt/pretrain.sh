@@ -53,7 +53,8 @@ if [ $((ranks % model_ranks)) -ne 0 ]; then
   exit 2
 fi
 
-# OpenMP threads wait passively so OpenBLAS and braid's loops do not spin against each other.
+# OpenMP threads wait passively so the GEMM library and braid's loops do not spin against
+# each other.
 export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-PASSIVE}
 cd "$root"
 layout=(--set parallel.tp="$tp" --set parallel.pp="$pp" --set parallel.dp=$((ranks / model_ranks)))

@@ -1,7 +1,6 @@
 // Step-metric formatting, the CPU peak-FLOP/s probe and the progress bar.
 #include "braid/train/metrics.h"
 
-#include <cblas.h>
 #include <fmt/format.h>
 #include <unistd.h>
 
@@ -12,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "ops/cpu/sgemm_backend.h"
+
 namespace braid::train {
 
 double measure_cpu_peak_flops() {
@@ -20,8 +21,8 @@ double measure_cpu_peak_flops() {
   double best = 0;
   for (int run = 0; run < 4; ++run) {
     const auto t0 = std::chrono::steady_clock::now();
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, kN, kN, kN, 1.0f, a.data(), kN, b.data(),
-                kN, 0.0f, c.data(), kN);
+    ops::cpu::row_major_sgemm(false, false, kN, kN, kN, 1.0f, a.data(), kN, b.data(), kN, 0.0f,
+                              c.data(), kN);
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     best = std::max(best, 2.0 * kN * kN * kN / s);
   }

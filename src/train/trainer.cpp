@@ -14,6 +14,7 @@
 #include "braid/data/gpt2_tokenizer.h"
 #include "braid/dist/solo_process_group.h"
 #include "braid/parallel/tensor_parallel.h"
+#include "ops/cpu/sgemm_backend.h"
 #include "pipeline_driver.h"
 
 namespace braid::train {
@@ -147,9 +148,9 @@ Trainer::Trainer(TrainConfig config, dist::ProcessGroupPtr world) : config_(std:
              model_->config().n_layer, model_->config().n_head, model_->config().n_embd,
              model_->config().vocab_size, model_->padded_vocab(),
              static_cast<double>(parameters) / 1e6);
-  log().info("data: {} train tokens; {} threads; peak {:.1f} GFLOP/s (sgemm); {} x{} ({})",
+  log().info("data: {} train tokens; {} threads; peak {:.1f} GFLOP/s ({} sgemm); {} x{} ({})",
              train_sampler_->dataset().total_tokens(), omp_get_max_threads(), peak_flops_ / 1e9,
-             strategy_->name(), world->size(), grid_->describe());
+             ops::cpu::sgemm_library(), strategy_->name(), world->size(), grid_->describe());
 }
 
 Trainer::~Trainer() = default;

@@ -1,8 +1,7 @@
-// CPU GEMM through OpenBLAS sgemm; strided (transposed) views go in without copies.
-#include <cblas.h>
-
+// CPU GEMM through the configured sgemm library; strided (transposed) views go in without copies.
 #include "braid/ops/gemm_layout.h"
 #include "ops/cpu/cpu_kernels.h"
+#include "ops/cpu/sgemm_backend.h"
 
 namespace braid::ops::cpu {
 void gemm(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, float alpha, float beta,
@@ -38,10 +37,8 @@ void gemm(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, float al
       if (a.dim() > 2) oa += idx * a.strides()[d];
       if (b.dim() > 2) ob += idx * b.strides()[d];
     }
-    cblas_sgemm(CblasRowMajor, ma.transposed ? CblasTrans : CblasNoTrans,
-                mb.transposed ? CblasTrans : CblasNoTrans, static_cast<int>(m), static_cast<int>(n),
-                static_cast<int>(k), alpha, pa + oa, static_cast<int>(ma.ld), pb + ob,
-                static_cast<int>(mb.ld), beta, pc + oc, static_cast<int>(ldc));
+    row_major_sgemm(ma.transposed, mb.transposed, m, n, k, alpha, pa + oa, ma.ld, pb + ob, mb.ld,
+                    beta, pc + oc, ldc);
   }
 }
 

@@ -1,6 +1,8 @@
 // matmul and linear: 2-D, batched, shared right operand, transposed views without copies, bias.
 #include "braid/autograd/grad_mode.h"
 #include "braid/core/allocator.h"
+#include "braid/ops/kernel_registry.h"
+#include "braid/ops/kernel_signatures.h"
 #include "braid/ops/matmul.h"
 #include "braid/ops/views.h"
 #include "support/test_util.h"
@@ -228,11 +230,73 @@ TEST(Matmul, NonUnitStrideOperandIsHandled) {
 }
 
 TEST(Matmul, LargerThanBlasBlocking) {
-  // Big enough for OpenBLAS to block and thread; values O(1), K = 96: error ~ 1e-5 absolute.
+  // Big enough for the BLAS library to block and thread; values O(1), K = 96: error ~ 1e-5.
   Tensor a = randn({2, 40, 96}, 9), b = randn({96, 33}, 10);
   const std::vector<double> av = to_double(a), bv = to_double(b);
   expect_close(matmul(a, b), matmul_ref(2, 40, 96, 33, dense(av, 40, 96), dense(bv, 96, 33, false)),
                1e-5, 5e-5);
+}
+
+// The GEMM kernel's alpha and beta, called directly as the weight-gradient path calls it.
+void gemm_kernel(const Tensor& a, bool ta, const Tensor& b, bool tb, float alpha, float beta,
+                 Tensor& c) {
+  ops::kernel<ops::GemmKernel>(Device::cpu())(a, ta, b, tb, alpha, beta, c);
+}
+
+// beta = 0 must not read C (a NaN left there by a previous use would survive 0 * NaN), and
+// beta = 1 adds to it: .grad accumulation relies on both.
+TEST(GemmKernel, BetaZeroOverwritesAndBetaOneAccumulates) {
+  Tensor a = randn({37, 53}, 11), b = randn({53, 29}, 12);
+  const std::vector<double> ref =
+      matmul_ref(1, 37, 53, 29, dense(to_double(a), 37, 53), dense(to_double(b), 53, 29));
+  Tensor c = Tensor::full({37, 29}, std::numeric_limits<float>::quiet_NaN());
+  gemm_kernel(a, false, b, false, 1.0f, 0.0f, c);
+  expect_close(c, ref, 1e-5, 1e-5);
+  Tensor start = randn({37, 29}, 13);
+  Tensor acc = start.clone();
+  gemm_kernel(a, false, b, false, 0.5f, 1.0f, acc);
+  std::vector<double> expected = to_double(start);
+  for (size_t i = 0; i < expected.size(); ++i) expected[i] += 0.5 * ref[i];
+  expect_close(acc, expected, 1e-5, 1e-5);
+}
+
+// A reduction over zero elements leaves beta * C, for either beta.
+TEST(GemmKernel, EmptyReductionScalesTheOutput) {
+  Tensor a = Tensor::empty({6, 0}), b = Tensor::empty({0, 5});
+  Tensor c = randn({6, 5}, 14);
+  const std::vector<double> before = to_double(c);
+  gemm_kernel(a, false, b, false, 1.0f, 1.0f, c);
+  expect_close(c, before, 0, 0);
+  gemm_kernel(a, false, b, false, 1.0f, 0.0f, c);
+  expect_close(c, std::vector<double>(before.size(), 0.0), 0, 0);
+}
+
+// Operands and output that are column slices of wider matrices (leading dimension > width),
+// in every transpose combination, at a size where the library blocks the reduction.
+TEST(GemmKernel, SlicesOfWiderMatricesInEveryOrientation) {
+  const int64_t m = 45, k = 300, n = 70;
+  for (const bool ta : {false, true})
+    for (const bool tb : {false, true}) {
+      SCOPED_TRACE(std::string("trans_a ") + (ta ? "yes" : "no") + ", trans_b " +
+                   (tb ? "yes" : "no"));
+      Tensor wide_a = randn(ta ? Shape{k, m + 7} : Shape{m, k + 7}, 15);
+      Tensor wide_b = randn(tb ? Shape{n, k + 3} : Shape{k, n + 3}, 16);
+      Tensor a = narrow(wide_a, 1, 2, ta ? m : k), b = narrow(wide_b, 1, 1, tb ? k : n);
+      Tensor wide_c = Tensor::zeros({m, n + 9});
+      Tensor c = narrow(wide_c, 1, 4, n);
+      gemm_kernel(a, ta, b, tb, 1.0f, 0.0f, c);
+      const std::vector<double> va = to_double(contiguous(a)), vb = to_double(contiguous(b));
+      const Reader ra = ta ? transposed(va, m, k, false) : dense(va, m, k, false);
+      const Reader rb = tb ? transposed(vb, k, n, false) : dense(vb, k, n, false);
+      // K = 300 sums of O(1) products: fp32 error ~ sqrt(K) * 6e-8 * 17 ~ 2e-5 absolute.
+      expect_close(contiguous(c), matmul_ref(1, m, k, n, ra, rb), 1e-5, 1e-4);
+      const std::vector<double> around = to_double(wide_c);
+      double outside = 0;
+      for (int64_t i = 0; i < m; ++i)
+        for (int64_t j = 0; j < n + 9; ++j)
+          if (j < 4 || j >= 4 + n) outside = std::max(outside, std::abs(around[i * (n + 9) + j]));
+      EXPECT_EQ(outside, 0.0) << "GEMM wrote outside its output slice";
+    }
 }
 
 TEST(Matmul, ShapeErrorsNameTheShapes) {
