@@ -98,6 +98,15 @@ void Checkpointer::save_as(Mode mode, const nn::Module& model, const optim::Opti
   }
   if (writer_.running()) {
     const auto t0 = std::chrono::steady_clock::now();
+    // A prepare() still running stops where it is: on a machine whose cores the training
+    // ranks keep busy, the idle-priority writer may have had no time for it, and waiting for
+    // it to finish would stall this step for its whole length (seconds, measured with two
+    // data-parallel ranks on two cores). The copy below faults in what it left untouched.
+    stop_preparing_ = true;
+    struct Resume {
+      std::atomic<bool>& stop;
+      ~Resume() { stop = false; }  // also when the write it waited for failed
+    } resume{stop_preparing_};
     wait();
     const double waited =
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
@@ -167,13 +176,18 @@ void Checkpointer::prepare(const nn::Module& model, const optim::Optimizer& opti
   if (options_.mode == Mode::overlapped && options_.window > 1)
     window_copies = OverlappedWindow::copy_sizes(mine.shards, options_.window);
   writer_.start([this, bytes, window_copies] {
-    become_writer_thread();
-    spare_image_ = touched_image(bytes);
+    // At normal priority, unlike the writes: page faults are kernel work that an idle-priority
+    // thread gets no time for while the training ranks keep every core busy (with two
+    // data-parallel ranks on two cores it had not touched a 190 MB image after 10 steps, and
+    // the first checkpoint then waited 8 s for it). Once, a few hundred ms of CPU.
+    pthread_setname_np(pthread_self(), "braid-ckpt-prep");
+    spare_image_ = touched_image(bytes, &stop_preparing_);
     // Blocks of the sizes the window's copies will have, touched and then freed together: the
     // host allocator's cache keeps them, so a first window copies into memory already faulted
     // in (fresh memory made the 124M shape's first window 0.5-1 s per step slower).
     std::vector<Tensor> warm;
     for (int64_t size : window_copies) {
+      if (stop_preparing_) break;
       warm.push_back(Tensor::empty({size}, DType::u8));
       std::memset(warm.back().data_ptr(), 0, static_cast<size_t>(size));
     }

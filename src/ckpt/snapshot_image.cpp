@@ -50,9 +50,14 @@ int64_t image_bytes(const std::vector<ShardEntry>& entries) {
   return bytes;
 }
 
-StoragePtr touched_image(int64_t bytes) {
+StoragePtr touched_image(int64_t bytes, const std::atomic<bool>* stop) {
   auto image = std::make_shared<Storage>(static_cast<size_t>(bytes), Device::cpu());
-  std::memset(image->data(), 0, static_cast<size_t>(bytes));
+  constexpr int64_t kPiece = int64_t{2} << 20;  // one huge page
+  char* base = static_cast<char*>(image->data());
+  for (int64_t begin = 0; begin < bytes; begin += kPiece) {
+    if (stop != nullptr && stop->load(std::memory_order_relaxed)) break;
+    std::memset(base + begin, 0, static_cast<size_t>(std::min(kPiece, bytes - begin)));
+  }
   return image;
 }
 

@@ -1,6 +1,7 @@
 // A rank's checkpoint tensors copied into one buffer laid out as its data file will be.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <vector>
 
@@ -21,10 +22,12 @@ void snapshot_values(std::vector<ShardEntry>& entries, StoragePtr reuse = nullpt
 // The size of the image snapshot_values would make for `entries`.
 int64_t image_bytes(const std::vector<ShardEntry>& entries);
 
-// A zeroed image of `bytes`, every page already faulted in. Fresh memory costs most on its
-// first touch (on this development VM, 10-100 ms for 38 MiB on huge pages, whose backing the
-// host provides then), so a checkpointer prepares its image off the training thread.
-StoragePtr touched_image(int64_t bytes);
+// An image of `bytes` whose pages are faulted in (zeroed) 2 MiB at a time until all are or
+// `stop` becomes true; the rest then fault in when first written. Fresh memory costs most on
+// its first touch (on this development VM, 10-100 ms for 38 MiB on huge pages, whose backing
+// the host provides then), so a checkpointer prepares its image off the training thread, and
+// stops that work when a checkpoint needs the image sooner.
+StoragePtr touched_image(int64_t bytes, const std::atomic<bool>* stop = nullptr);
 
 // The image the entries' values live in (all entries with an image offset share it); null
 // when none does.

@@ -17,6 +17,8 @@
 // (one machine, or a shared filesystem).
 #pragma once
 
+#include <atomic>
+
 #include <functional>
 #include <map>
 #include <memory>
@@ -82,8 +84,9 @@ class Checkpointer {
   // state is copied into before the write), and faults its pages in, on the writer thread at
   // idle priority, so that the first checkpoint does not pay for first touches of fresh
   // memory; overlapped mode also warms blocks of its window's copy sizes in the host
-  // allocator's cache. Call it once the optimizer state exists (after a first step); a no-op when a
-  // buffer is ready or the writer is busy.
+  // allocator's cache. A checkpoint that comes before this work is done stops it and takes
+  // the buffer as it is (wait() lets it finish). Call it once the optimizer state exists
+  // (after a first step); a no-op when a buffer is ready or the writer is busy.
   void prepare(const nn::Module& model, const optim::Optimizer& optimizer,
                const optim::OwnedState& owned, const std::set<std::string>& skip = {});
 
@@ -137,6 +140,8 @@ class Checkpointer {
   // pages stay faulted in. Touched by the writer thread only while the training thread waits
   // for it.
   std::shared_ptr<Storage> spare_image_;
+  // Set while a save waits for the writer: a prepare() still running stops early.
+  std::atomic<bool> stop_preparing_{false};
 };
 
 struct LoadOptions {

@@ -187,6 +187,35 @@ TEST(SnapshotImage, CopiesEntriesIntoOneFileShapedImage) {
   EXPECT_NE(strided.values.storage(), matrix.storage());
 }
 
+// prepare()'s buffer: zeroed to the last byte past whole 2 MiB pieces, even when the allocator
+// recycles a dirty block; when told to stop it still hands back a buffer of the full size,
+// which a snapshot then fills like any other.
+TEST(SnapshotImage, TouchedImageZeroesEveryPieceOrStopsWhenAsked) {
+  const int64_t bytes = (int64_t{5} << 20) + 4096 * 3;
+  {
+    Storage dirty(static_cast<size_t>(bytes), Device::cpu());
+    std::memset(dirty.data(), 0x5a, static_cast<size_t>(bytes));
+  }  // freed into the host allocator's cache of large blocks
+  const StoragePtr image = touched_image(bytes);
+  ASSERT_EQ(static_cast<int64_t>(image->bytes()), bytes);
+  const char* p = static_cast<const char*>(image->data());
+  EXPECT_EQ(std::count(p, p + bytes, 0), bytes);
+
+  const std::atomic<bool> stop{true};
+  StoragePtr stopped = touched_image(bytes, &stop);
+  ASSERT_EQ(static_cast<int64_t>(stopped->bytes()), bytes);
+  const int64_t n = bytes / 4 - 10;  // the image the snapshot needs: the same block count
+  Tensor values = Tensor::empty({n});
+  for (int64_t i = 0; i < n; ++i) values.data<float>()[i] = static_cast<float>(i % 977);
+  std::vector<ShardEntry> entries = {{"w", values, nn::ShardSpec::whole({n})}};
+  snapshot_values(entries, stopped);
+  EXPECT_EQ(entries[0].values.storage(), stopped);
+  EXPECT_EQ(entries[0].values.to_vector(), values.to_vector());
+  const char* tail = static_cast<const char*>(stopped->data()) + values.nbytes();
+  EXPECT_EQ(std::count(tail, tail + (bytes - static_cast<int64_t>(values.nbytes())), 0),
+            bytes - static_cast<int64_t>(values.nbytes()));
+}
+
 // A real full device (/dev/full fails every write with ENOSPC): the error names the file,
 // how far the write got and the reason.
 TEST(ChunkedFileWriter, AFullDiskIsReportedClearly) {
