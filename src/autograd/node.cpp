@@ -101,16 +101,33 @@ Edge gradient_edge(const Tensor& t) {
   return {acc, 0};
 }
 
-Tensor direct_grad(const Tensor& t) {
+Tensor direct_grad(const Tensor& t, bool* overwrite) {
+  if (overwrite != nullptr) *overwrite = false;
   if (!t.defined() || !t.requires_grad() || !t.is_leaf()) return {};
   // A replay hands a captured leaf's gradient back to the outer pass instead.
   for (GradCapture* c = current_grad_capture(); c; c = c->enclosing)
     if (c->grads.count(t.impl())) return {};
-  Tensor g = t.grad();
+  AutogradMeta& meta = t.impl()->meta();
+  const Tensor& g = meta.grad;
   if (!g.defined() || g.dtype() != DType::f32 || g.device() != t.device() ||
       g.shape() != t.shape() || !g.is_contiguous())
     return {};
-  return g;
+  if (meta.grad_stale && overwrite != nullptr) {
+    meta.grad_stale = false;  // the caller writes every element
+    *overwrite = true;
+    return g;
+  }
+  return t.grad();  // fills a stale gradient's zeros first
+}
+
+void zero_grad(const Tensor& leaf) {
+  if (!leaf.defined() || leaf.impl()->autograd == nullptr) return;
+  AutogradMeta& meta = *leaf.impl()->autograd;
+  if (!meta.grad.defined()) return;
+  if (meta.grad.storage().use_count() == 1)
+    meta.grad_stale = true;
+  else
+    meta.grad.zero_();
 }
 
 void record(std::string name, const std::vector<Tensor>& inputs, std::vector<Tensor*> outputs,

@@ -453,13 +453,21 @@ bool Tensor::is_leaf() const {
 
 Tensor Tensor::grad() const {
   const auto& impl = checked();
-  return impl.autograd ? impl.autograd->grad : Tensor();
+  if (!impl.autograd) return Tensor();
+  AutogradMeta& meta = *impl.autograd;
+  if (meta.grad_stale) {  // a deferred zero_grad, filled by its first reader
+    meta.grad.zero_();
+    meta.grad_stale = false;
+  }
+  return meta.grad;
 }
 
 void Tensor::set_grad(const Tensor& grad) {
   BRAID_CHECK(!grad.defined() || grad.shape() == shape(), "grad {} does not match tensor {}",
               grad.str(), str());
-  checked().meta().grad = grad;
+  AutogradMeta& meta = checked().meta();
+  meta.grad = grad;
+  meta.grad_stale = false;
 }
 
 const std::shared_ptr<autograd::Node>& Tensor::grad_fn() const {

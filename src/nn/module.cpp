@@ -4,6 +4,7 @@
 #include <set>
 
 #include "braid/autograd/grad_mode.h"
+#include "braid/autograd/node.h"
 
 namespace braid::nn {
 
@@ -86,10 +87,7 @@ void Module::load_state_dict(const std::map<std::string, Tensor>& state, bool st
 }
 
 void Module::zero_grad() {
-  for (auto& [name, t] : named_parameters()) {
-    Tensor g = t.grad();
-    if (g.defined()) g.zero_();
-  }
+  for (auto& [name, t] : named_parameters()) autograd::zero_grad(t);
 }
 
 }  // namespace braid::nn

@@ -27,14 +27,16 @@ Tensor gemm(const Tensor& a, bool ta, const Tensor& b, bool tb, Shape out_shape)
   return c;
 }
 
-// The gradient op(a) @ op(b) of `leaf`: added straight into its .grad (GEMM with beta = 1,
-// which also skips BLAS's pass over C) when the engine allows, else returned for it to add.
+// The gradient op(a) @ op(b) of `leaf`: added straight into its .grad (GEMM with beta = 1), or
+// written over a .grad that zero_grad left stale (beta = 0), when the engine allows; else
+// returned for it to add.
 Tensor gemm_grad(const Tensor& a, bool ta, const Tensor& b, bool tb, const Tensor& leaf,
                  Shape out_shape) {
-  Tensor target = autograd::direct_grad(leaf);
+  bool overwrite = false;
+  Tensor target = autograd::direct_grad(leaf, &overwrite);
   if (!target.defined()) return gemm(a, ta, b, tb, std::move(out_shape));
-  ops::kernel<ops::GemmKernel>(a.device())(gemm_operand(a), ta, gemm_operand(b), tb, 1.0f, 1.0f,
-                                           target);
+  ops::kernel<ops::GemmKernel>(a.device())(gemm_operand(a), ta, gemm_operand(b), tb, 1.0f,
+                                           overwrite ? 0.0f : 1.0f, target);
   return Tensor();
 }
 

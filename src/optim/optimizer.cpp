@@ -2,6 +2,7 @@
 #include "braid/optim/optimizer.h"
 
 #include "braid/autograd/grad_mode.h"
+#include "braid/autograd/node.h"
 #include "braid/ops/kernel_registry.h"
 #include "braid/ops/kernel_signatures.h"
 
@@ -21,10 +22,7 @@ Optimizer::Optimizer(std::vector<ParamEntry> params)
 }
 
 void Optimizer::zero_grad() {
-  for (auto& e : params_) {
-    Tensor g = e.param.grad();
-    if (g.defined()) g.zero_();
-  }
+  for (auto& e : params_) autograd::zero_grad(e.param);
 }
 
 AdamW::AdamW(std::vector<ParamEntry> params, AdamWOptions options)

@@ -157,6 +157,9 @@ struct AutogradMeta {
   std::shared_ptr<autograd::Node> grad_fn;  // null for leaves
   uint32_t output_nr = 0;
   Tensor grad;
+  // zero_grad deferred its fill (autograd::zero_grad): `grad` holds stale values to be read as
+  // zeros. Tensor::grad() fills them on the first read; a backward GEMM overwrites them.
+  bool grad_stale = false;
   std::weak_ptr<autograd::Node> accumulator;  // a leaf's AccumulateGrad node, made on demand
   std::vector<GradReadyHook> grad_ready_hooks;
 };

@@ -44,7 +44,8 @@ class Module {
   std::map<std::string, ShardSpec> shard_specs() const;
 
   // Sets every existing gradient to zero in place (buffers stay, so views into flat
-  // gradient buckets stay valid).
+  // gradient buckets stay valid); the fill may be deferred to the first read or overwritten
+  // by the next backward (autograd::zero_grad).
   void zero_grad();
 
  protected:
