@@ -98,10 +98,9 @@ void Checkpointer::save_as(Mode mode, const nn::Module& model, const optim::Opti
   }
   if (writer_.running()) {
     const auto t0 = std::chrono::steady_clock::now();
-    // A prepare() still running stops where it is: on a machine whose cores the training
-    // ranks keep busy, the idle-priority writer may have had no time for it, and waiting for
-    // it to finish would stall this step for its whole length (seconds, measured with two
-    // data-parallel ranks on two cores). The copy below faults in what it left untouched.
+    // A prepare() still running stops where it is rather than stall this step for the rest
+    // of its length (when the training ranks keep every core busy it may have had little
+    // CPU time); the copy below faults in what it left untouched.
     stop_preparing_ = true;
     struct Resume {
       std::atomic<bool>& stop;

@@ -18,7 +18,6 @@
 #pragma once
 
 #include <atomic>
-
 #include <functional>
 #include <map>
 #include <memory>
@@ -81,10 +80,10 @@ class Checkpointer {
   // copying is left running).
   void wait();
   // Allocates the buffer the next snapshot copies into (overlapped: the one its replayed
-  // state is copied into before the write), and faults its pages in, on the writer thread at
-  // idle priority, so that the first checkpoint does not pay for first touches of fresh
-  // memory; overlapped mode also warms blocks of its window's copy sizes in the host
-  // allocator's cache. A checkpoint that comes before this work is done stops it and takes
+  // state is copied into before the write), and faults its pages in, on the writer thread
+  // (at normal priority, unlike the writes), so that the first checkpoint does not pay for
+  // first touches of fresh memory; overlapped mode also warms blocks of its window's copy sizes in
+  // the host allocator's cache. A checkpoint that comes before this work is done stops it and takes
   // the buffer as it is (wait() lets it finish). Call it once the optimizer state exists
   // (after a first step); a no-op when a buffer is ready or the writer is busy.
   void prepare(const nn::Module& model, const optim::Optimizer& optimizer,
