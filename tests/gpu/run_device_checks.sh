@@ -12,8 +12,9 @@
 #   BRAID_CUDA_ARCHS       CMAKE_CUDA_ARCHITECTURES (default 90: Hopper)
 #   BRAID_JOBS             parallel build jobs (default: all cores)
 #   BRAID_SKIP_BENCH=1     skip the micro benchmarks
-#   BRAID_CPU_GEMM         onednn (default; needs libdnnl-dev, libdnnl2, ocl-icd-libopencl1
-#                          among the unpacked packages) or openblas
+#   BRAID_CPU_GEMM         onednn or openblas (default: onednn when oneapi/dnnl/dnnl.h is in
+#                          /usr/include or the deps prefix, i.e. libdnnl-dev, libdnnl2 and
+#                          ocl-icd-libopencl1 were unpacked; else openblas)
 #   BRAID_TIMEOUT_CONFIGURE, _BUILD, _TEST, _BENCH   per-phase limits in seconds
 #
 # Each phase runs under `timeout`, appends to a log in $OUT and is recorded in the summary; a
@@ -111,9 +112,19 @@ run_phase device environment.log 60 nvidia-smi
 
 bench_flag=ON
 [ "${BRAID_SKIP_BENCH:-0}" = 1 ] && bench_flag=OFF
+# The CPU GEMM library: oneDNN where its header is (system or deps prefix), else OpenBLAS, so a
+# prefix unpacked without the oneDNN packages still builds.
+cpu_gemm=${BRAID_CPU_GEMM:-}
+if [ -z "$cpu_gemm" ]; then
+  cpu_gemm=openblas
+  for inc in /usr/include "${deps:-/nonexistent}/usr/include"; do
+    [ -f "$inc/oneapi/dnnl/dnnl.h" ] && cpu_gemm=onednn
+  done
+fi
+echo "CPU GEMM: $cpu_gemm"
 cmake_args=(-S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release -DBRAID_CUDA=ON
   -DCMAKE_CUDA_ARCHITECTURES="$archs" -DBRAID_BUILD_TESTS=ON -DBRAID_BUILD_EXAMPLES=OFF
-  -DBRAID_CPU_GEMM="${BRAID_CPU_GEMM:-onednn}")
+  -DBRAID_CPU_GEMM="$cpu_gemm")
 configured=0
 if run_phase configure configure.log "$t_configure" cmake "${cmake_args[@]}" -DBRAID_BUILD_BENCHMARKS="$bench_flag"; then
   configured=1
