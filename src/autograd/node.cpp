@@ -124,7 +124,9 @@ void zero_grad(const Tensor& leaf) {
   if (!leaf.defined() || leaf.impl()->autograd == nullptr) return;
   AutogradMeta& meta = *leaf.impl()->autograd;
   if (!meta.grad.defined()) return;
-  if (meta.grad.storage().use_count() == 1)
+  // Deferred only where nobody could see the difference: no other handle to this .grad and
+  // no other tensor on its storage.
+  if (meta.grad.impl_ptr().use_count() == 1 && meta.grad.storage().use_count() == 1)
     meta.grad_stale = true;
   else
     meta.grad.zero_();

@@ -76,7 +76,8 @@ Edge gradient_edge(const Tensor& t);
 // set: the caller then writes every element (a GEMM with beta = 0) instead of adding.
 Tensor direct_grad(const Tensor& t, bool* overwrite = nullptr);
 
-// zero_grad for one leaf. A `.grad` whose storage no other tensor shares is only marked stale:
+// zero_grad for one leaf. A `.grad` no one else holds (no other handle to it, no other tensor
+// on its storage) is only marked stale:
 // the first backward GEMM into it overwrites it, which spares a pass writing zeros over every
 // gradient (2% of a GPT-2-small step on the CPU), and a read through Tensor::grad() before
 // that fills the zeros. A `.grad` sharing its storage (a view into a data-parallel flat

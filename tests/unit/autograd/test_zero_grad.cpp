@@ -98,5 +98,16 @@ TEST(ZeroGrad, SharedStorageIsZeroedAtOnce) {
   EXPECT_TRUE(std::isnan(values[0]));
 }
 
+// A handle to the .grad kept across zero_grad reads zeros too: the fill is not deferred then.
+TEST(ZeroGrad, AHeldHandleSeesZerosAtOnce) {
+  Tiny t;
+  t.backward(17);
+  Tensor held = t.w.grad();
+  held.fill_(kNaN);
+  autograd::zero_grad(t.w);
+  EXPECT_FALSE(stale(t.w));
+  expect_close(held, std::vector<double>(24, 0.0), 0, 0);
+}
+
 }  // namespace
 }  // namespace braid::testing

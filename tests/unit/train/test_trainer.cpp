@@ -46,6 +46,21 @@ training {{ steps: 40 seq_len: 16 val_every: 0 val_steps: 4 log_every: 100 seed:
   fs::path dir_;
 };
 
+// The training loop leaves no handle on a gradient between steps, so zero_grad's fill is
+// deferred for every parameter (the next backward writes over it; autograd::zero_grad).
+TEST_F(TrainerTest, ZeroGradIsDeferredForEveryParameter) {
+  Trainer trainer(parse_config(config_text("batch_size: 4"), "test"));
+  trainer.train_step();
+  trainer.optimizer().zero_grad();
+  int64_t stale = 0, total = 0;
+  for (const auto& [name, p] : trainer.model().named_parameters()) {
+    ++total;
+    stale += p.impl()->autograd != nullptr && p.impl()->autograd->grad_stale;
+  }
+  EXPECT_GT(total, 0);
+  EXPECT_EQ(stale, total);
+}
+
 TEST_F(TrainerTest, LossFallsOnALearnablePattern) {
   Trainer trainer(parse_config(config_text("batch_size: 4"), "test"));
   const float before = trainer.evaluate();
