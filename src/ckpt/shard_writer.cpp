@@ -103,7 +103,8 @@ void write_rank_shard(const fs::path& folder, int rank, std::vector<ShardEntry>&
     crash_if_requested("mid_file", step, rank);
   };
   // The snapshot image goes first, in place, its checksums taken by the copy; then the
-  // entries outside it (the overlapped window's replayed copies), staged and checksummed here.
+  // entries outside it (values not dense on the host, and every entry of an offline
+  // `convert`), staged and checksummed here.
   if (const StoragePtr image = image_of(entries)) {
     const char* bytes = static_cast<const char*>(image->data());
     int64_t size = 0;  // up to the last entry's last byte, as a file written piece by piece

@@ -255,6 +255,7 @@ void Trainer::save_checkpoint(bool now) {
 }
 
 void Trainer::prepare_checkpoint() {
+  if (!checkpointer_) return;
   checkpointer_->prepare(*model_, *optimizer_, strategy_->owned_state(*optimizer_),
                          not_saved_here_);
 }

@@ -54,7 +54,7 @@ class Trainer {
   void wait_for_checkpoint();
   // Sizes the checkpoint snapshot buffer and faults it in off the training thread
   // (Checkpointer::prepare). fit() calls it after its first step; loops of their own call it
-  // once a first step has made the optimizer state.
+  // once a first step has made the optimizer state. A no-op without checkpointing.
   void prepare_checkpoint();
 
   // Continues `prompt` with the sample settings of the config. Collective over the model's
