@@ -153,6 +153,21 @@ BENCHMARK(BM_LayerNorm)
     ->Unit(benchmark::kMicrosecond)
     ->UseRealTime();
 
+// GELU forward + backward on the MLP's hidden activations of config a ([256, 3072]) and b
+// ([1024, 1024]). Bytes: x read and y written (forward); x and dy read, dx written (backward).
+void BM_Gelu(benchmark::State& state) {
+  const int64_t rows = state.range(0), c = state.range(1);
+  Tensor x = random({rows, c}, 9);
+  x.set_requires_grad(true);
+  for (auto _ : state) braid::sum(braid::gelu(x)).backward();
+  state.SetBytesProcessed(state.iterations() * rows * c * 4 * 5);
+}
+BENCHMARK(BM_Gelu)
+    ->Args({256, 3072})
+    ->Args({1024, 1024})
+    ->Unit(benchmark::kMicrosecond)
+    ->UseRealTime();
+
 // The fused cross-entropy kernels on the LM head's logits [rows, 50304] (50257 real classes):
 // 256 rows is config a of cpu_vs_torch.sh, 1024 rows config b. Bytes: logits read (forward);
 // logits read and their gradient written (backward, and forward + backward fused).

@@ -6,16 +6,18 @@
 // backward rebuilds the probabilities tile by tile.
 //
 // Every product of two tiles (Q K^T, P V, dO V^T, P^T dO, dS^T Q, dS K) goes through one
-// register-blocked micro-kernel, C (+)= A B with 4 rows x 16 columns of Vec8 accumulators,
-// so each operand loaded from L1 feeds several FMAs. The operands are first packed into
-// per-thread buffers (keys transposed where they are the B side of Q K^T, head dim padded
-// to a multiple of 8 with zeros) so the kernel never needs a column tail. The backward
-// sweeps key tiles in the outer loop and keeps dK and dV of the tile in local accumulators,
-// and dQ of the whole head in a local buffer, writing each result once.
+// register-blocked micro-kernel, C (+)= A B with 4 rows x 2 vectors of accumulators (16
+// columns, or 32 where the CPU has AVX-512), so each operand loaded from L1 feeds several
+// FMAs. The operands are first packed into per-thread buffers (keys transposed where they are
+// the B side of Q K^T, head dim padded to a multiple of 8 with zeros) so the kernel never
+// needs a column tail. The backward sweeps key tiles in the outer loop and keeps dK and dV of
+// the tile in local accumulators, and dQ of the whole head in a local buffer, writing each
+// result once.
 #include <algorithm>
 #include <cmath>
 #include <vector>
 
+#include "ops/cpu/avx512_dispatch.h"
 #include "ops/cpu/cpu_kernels.h"
 #include "ops/cpu/fast_math.h"
 
@@ -61,27 +63,28 @@ void transpose_tile(const HeadView& src, int64_t b, int64_t h, int64_t j0, int64
   }
 }
 
-// C[R x 8NV] (+)= A[R x K] B[K x 8NV], A's element (r, k) at A[r * ar + k * ak] so a
-// transposed A costs nothing (its elements are broadcast one at a time anyway). The
-// accumulators stay in registers for the whole K loop (R * NV <= 8 of the 16 ymm registers,
-// leaving room for the B row and a broadcast).
-template <int R, int NV>
-inline void micro_kernel(float* C, int64_t ldc, const float* A, int64_t ar, int64_t ak,
-                         const float* B, int64_t ldb, int64_t K, bool accumulate) {
-  Vec8 c[R][NV];
+// C[R x L*NV] (+)= A[R x K] B[K x L*NV] with L = V's lanes, A's element (r, k) at
+// A[r * ar + k * ak] so a transposed A costs nothing (its elements are broadcast one at a time
+// anyway). The accumulators stay in registers for the whole K loop (R * NV <= 8 of the 16 ymm
+// or 32 zmm registers, leaving room for the B row and a broadcast).
+template <class V, int R, int NV>
+[[gnu::always_inline]] inline void micro_kernel(float* C, int64_t ldc, const float* A, int64_t ar,
+                                                int64_t ak, const float* B, int64_t ldb, int64_t K,
+                                                bool accumulate) {
+  constexpr int L = sizeof(V) / sizeof(float);
+  V c[R][NV];
 #pragma GCC unroll 4
   for (int r = 0; r < R; ++r)
 #pragma GCC unroll 2
-    for (int v = 0; v < NV; ++v) c[r][v] = accumulate ? load8(C + r * ldc + 8 * v) : Vec8{};
+    for (int v = 0; v < NV; ++v) c[r][v] = accumulate ? load_lanes<V>(C + r * ldc + L * v) : V{};
   for (int64_t k = 0; k < K; ++k) {
-    Vec8 bk[NV];
+    V bk[NV];
 #pragma GCC unroll 2
-    for (int v = 0; v < NV; ++v) bk[v] = load8(B + k * ldb + 8 * v);
+    for (int v = 0; v < NV; ++v) bk[v] = load_lanes<V>(B + k * ldb + L * v);
 #pragma GCC unroll 4
     for (int r = 0; r < R; ++r) {
-      // An initializer list (not Vec8{} + x, which adds -0.0 first) gives a bare broadcast.
-      const float x = A[r * ar + k * ak];
-      const Vec8 a = {x, x, x, x, x, x, x, x};
+      // x - 0 is x for every x (x + 0 is not for x = -0), so this folds to a bare broadcast.
+      const V a = A[r * ar + k * ak] - V{};
 #pragma GCC unroll 2
       for (int v = 0; v < NV; ++v) c[r][v] += a * bk[v];
     }
@@ -89,29 +92,59 @@ inline void micro_kernel(float* C, int64_t ldc, const float* A, int64_t ar, int6
 #pragma GCC unroll 4
   for (int r = 0; r < R; ++r)
 #pragma GCC unroll 2
-    for (int v = 0; v < NV; ++v) store8(C + r * ldc + 8 * v, c[r][v]);
+    for (int v = 0; v < NV; ++v) store_lanes(C + r * ldc + L * v, c[r][v]);
+}
+
+// C[rows M, columns n0 .. n0 + L*NV) through micro_kernel, four rows at a time.
+template <class V, int NV>
+[[gnu::always_inline]] inline void column_block(float* C, int64_t ldc, const float* A, int64_t ar,
+                                                int64_t ak, const float* B, int64_t ldb, int64_t M,
+                                                int64_t n0, int64_t K, bool accumulate) {
+  int64_t r = 0;
+  for (; r + 4 <= M; r += 4)
+    micro_kernel<V, 4, NV>(C + r * ldc + n0, ldc, A + r * ar, ar, ak, B + n0, ldb, K, accumulate);
+  for (; r < M; ++r)
+    micro_kernel<V, 1, NV>(C + r * ldc + n0, ldc, A + r * ar, ar, ak, B + n0, ldb, K, accumulate);
 }
 
 // C[M x N] (+)= A[M x K] B[K x N], row-major C and B, A strided as in micro_kernel; N must
-// be a multiple of 8 (callers pad), M and K are arbitrary. Summation over K is in order, so
-// the result does not depend on the blocking.
-void tile_gemm(float* C, int64_t ldc, const float* A, int64_t ar, int64_t ak, const float* B,
-               int64_t ldb, int64_t M, int64_t N, int64_t K, bool accumulate) {
+// be a multiple of 8 (callers pad), M and K are arbitrary. Each element sums over K in order
+// with the same fused multiply-adds whatever the lane width, so the result depends neither on
+// the blocking nor on which of the two versions below runs.
+template <class V>
+[[gnu::always_inline]] inline void tile_gemm(float* C, int64_t ldc, const float* A, int64_t ar,
+                                             int64_t ak, const float* B, int64_t ldb, int64_t M,
+                                             int64_t N, int64_t K, bool accumulate) {
+  constexpr int64_t L = sizeof(V) / sizeof(float);
   int64_t n = 0;
-  for (; n + 16 <= N; n += 16) {
-    int64_t r = 0;
-    for (; r + 4 <= M; r += 4)
-      micro_kernel<4, 2>(C + r * ldc + n, ldc, A + r * ar, ar, ak, B + n, ldb, K, accumulate);
-    for (; r < M; ++r)
-      micro_kernel<1, 2>(C + r * ldc + n, ldc, A + r * ar, ar, ak, B + n, ldb, K, accumulate);
+  for (; n + 2 * L <= N; n += 2 * L)
+    column_block<V, 2>(C, ldc, A, ar, ak, B, ldb, M, n, K, accumulate);
+  if (n + L <= N) {
+    column_block<V, 1>(C, ldc, A, ar, ak, B, ldb, M, n, K, accumulate);
+    n += L;
   }
-  if (n < N) {
-    int64_t r = 0;
-    for (; r + 4 <= M; r += 4)
-      micro_kernel<4, 1>(C + r * ldc + n, ldc, A + r * ar, ar, ak, B + n, ldb, K, accumulate);
-    for (; r < M; ++r)
-      micro_kernel<1, 1>(C + r * ldc + n, ldc, A + r * ar, ar, ak, B + n, ldb, K, accumulate);
-  }
+  if (n < N) column_block<Vec8, 1>(C, ldc, A, ar, ak, B, ldb, M, n, K, accumulate);
+}
+
+using TileGemm = void (*)(float*, int64_t, const float*, int64_t, int64_t, const float*, int64_t,
+                          int64_t, int64_t, int64_t, bool);
+void tile_gemm_v8(float* C, int64_t ldc, const float* A, int64_t ar, int64_t ak, const float* B,
+                  int64_t ldb, int64_t M, int64_t N, int64_t K, bool accumulate) {
+  tile_gemm<Vec8>(C, ldc, A, ar, ak, B, ldb, M, N, K, accumulate);
+}
+#if BRAID_HAVE_AVX512_TARGET
+BRAID_TARGET_AVX512 void tile_gemm_v16(float* C, int64_t ldc, const float* A, int64_t ar,
+                                       int64_t ak, const float* B, int64_t ldb, int64_t M,
+                                       int64_t N, int64_t K, bool accumulate) {
+  tile_gemm<Vec16>(C, ldc, A, ar, ak, B, ldb, M, N, K, accumulate);
+}
+#else
+constexpr TileGemm tile_gemm_v16 = tile_gemm_v8;
+#endif
+
+// The tile product this CPU runs fastest.
+TileGemm pick_tile_gemm() {
+  return use_avx512() ? tile_gemm_v16 : tile_gemm_v8;
 }
 
 // Number of keys of the tile starting at j0 (holding `count` keys) that query i may see.
@@ -126,12 +159,6 @@ inline Vec8i lanes_below(int64_t c0, int64_t limit) {
   return lane < static_cast<int32_t>(limit - c0);
 }
 
-float hsum(Vec8 v) {
-  float s = 0.0f;
-  for (int l = 0; l < 8; ++l) s += v[l];
-  return s;
-}
-
 }  // namespace
 
 void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, bool causal, float scale,
@@ -140,6 +167,7 @@ void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, bool c
   const int64_t Dp = round8(D);
   const HeadView Q = view_of(q), K = view_of(k), V = view_of(v), O = view_of(out);
   float* L = lse.data<float>();
+  const TileGemm gemm = pick_tile_gemm();
 #pragma omp parallel
   {
     // Zero-initialised once: only d < D is ever packed, so the padding columns stay zero.
@@ -161,7 +189,7 @@ void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, bool c
             const int64_t ck8 = round8(ck);
             transpose_tile(K, b, h, j0, ck, D, kt.data());
             pack_rows(V, b, h, j0, ck, D, Dp, vp.data());
-            tile_gemm(s.data(), kKeyTile, qp.data(), Dp, 1, kt.data(), kKeyTile, rq, ck8, D, false);
+            gemm(s.data(), kKeyTile, qp.data(), Dp, 1, kt.data(), kKeyTile, rq, ck8, D, false);
             for (int64_t r = 0; r < rq; ++r) {
               const int64_t limit = visible_keys(causal, i0 + r, j0, ck);
               float* srow = s.data() + r * kKeyTile;
@@ -187,12 +215,12 @@ void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, bool c
                 store8(srow + c, e);
                 sum += e;
               }
-              l[r] = l[r] * correction + hsum(sum);
+              l[r] = l[r] * correction + lane_sum(sum);
               m[r] = mx;
               float* a = acc.data() + r * Dp;
               for (int64_t d = 0; d < Dp; d += 8) store8(a + d, load8(a + d) * correction);
             }
-            tile_gemm(acc.data(), Dp, s.data(), kKeyTile, 1, vp.data(), Dp, rq, Dp, ck, true);
+            gemm(acc.data(), Dp, s.data(), kKeyTile, 1, vp.data(), Dp, rq, Dp, ck, true);
           }
           for (int64_t r = 0; r < rq; ++r) {
             const float inv = 1.0f / l[r];
@@ -215,6 +243,7 @@ void attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const
   const HeadView Q = view_of(q), K = view_of(k), V = view_of(v), O = view_of(out);
   const HeadView dO = view_of(dout), dQ = view_of(dq), dK = view_of(dk), dV = view_of(dv);
   const float* L = lse.data<float>();
+  const TileGemm gemm = pick_tile_gemm();
 #pragma omp parallel
   {
     // Zero-initialised once: only d < D is ever packed, so the padding columns stay zero.
@@ -253,9 +282,9 @@ void attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const
             const int64_t cv8 = round8(cv);
             pack_rows(Q, b, h, i0, rq, D, Dp, qp.data());
             pack_rows(dO, b, h, i0, rq, D, Dp, gp.data());
-            tile_gemm(s.data(), kKeyTile, qp.data(), Dp, 1, kt.data(), kKeyTile, rq, cv8, D, false);
-            tile_gemm(dp.data(), kKeyTile, gp.data(), Dp, 1, vt.data(), kKeyTile, rq, cv8, D,
-                      false);  // dP = dO V^T
+            gemm(s.data(), kKeyTile, qp.data(), Dp, 1, kt.data(), kKeyTile, rq, cv8, D, false);
+            gemm(dp.data(), kKeyTile, gp.data(), Dp, 1, vt.data(), kKeyTile, rq, cv8, D,
+                 false);  // dP = dO V^T
             for (int64_t r = 0; r < rq; ++r) {
               const int64_t i = i0 + r;
               const int64_t limit = visible_keys(causal, i, j0, cv);
@@ -271,11 +300,10 @@ void attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const
               }
             }
             // dV += P^T dO, dK += dS^T Q (both A operands read transposed), dQ += dS K.
-            tile_gemm(dv_acc.data(), Dp, probs.data(), 1, kKeyTile, gp.data(), Dp, cv, Dp, rq,
-                      true);
-            tile_gemm(dk_acc.data(), Dp, s.data(), 1, kKeyTile, qp.data(), Dp, cv, Dp, rq, true);
-            tile_gemm(dq_acc.data() + i0 * Dp, Dp, s.data(), kKeyTile, 1, kp.data(), Dp, rq, Dp, cv,
-                      true);
+            gemm(dv_acc.data(), Dp, probs.data(), 1, kKeyTile, gp.data(), Dp, cv, Dp, rq, true);
+            gemm(dk_acc.data(), Dp, s.data(), 1, kKeyTile, qp.data(), Dp, cv, Dp, rq, true);
+            gemm(dq_acc.data() + i0 * Dp, Dp, s.data(), kKeyTile, 1, kp.data(), Dp, rq, Dp, cv,
+                 true);
           }
           for (int64_t c = 0; c < ck; ++c) {
             copy_row(dk_acc.data() + c * Dp, D, dK.row(b, h, j0 + c));

@@ -5,11 +5,8 @@
 // x86-64-v3), which halves the instructions per element.
 #include <cmath>
 
+#include "ops/cpu/avx512_dispatch.h"
 #include "ops/cpu/cpu_kernels.h"
-
-// The 16-lane helpers are always inlined into the AVX-512 target functions below, so the ABI
-// of passing 64-byte vectors without AVX-512 (what -Wpsabi warns about) never applies.
-#pragma GCC diagnostic ignored "-Wpsabi"
 #include "ops/cpu/fast_math.h"
 
 namespace braid::ops::cpu {
@@ -45,8 +42,7 @@ float row_lse_softmax_v8(const float* row, int64_t n, float scale, float* out) {
   return row_lse_softmax<Vec8>(row, n, scale, out);
 }
 
-#if defined(__x86_64__) && defined(__GNUC__)
-#define BRAID_TARGET_AVX512 __attribute__((target("avx512f,avx512dq,avx512vl,avx512bw")))
+#if BRAID_HAVE_AVX512_TARGET
 BRAID_TARGET_AVX512 float row_lse_v16(const float* row, int64_t n) {
   return row_lse<Vec16>(row, n);
 }
@@ -58,11 +54,6 @@ BRAID_TARGET_AVX512 float row_lse_softmax_v16(const float* row, int64_t n, float
                                               float* out) {
   return row_lse_softmax<Vec16>(row, n, scale, out);
 }
-bool use_avx512() {
-  static const bool yes = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") &&
-                          __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512bw");
-  return yes;
-}
 #else
 float row_lse_v16(const float* row, int64_t n) {
   return row_lse_v8(row, n);
@@ -72,9 +63,6 @@ void row_softmax_v16(const float* row, int64_t n, float lse, float scale, float*
 }
 float row_lse_softmax_v16(const float* row, int64_t n, float scale, float* out) {
   return row_lse_softmax_v8(row, n, scale, out);
-}
-bool use_avx512() {
-  return false;
 }
 #endif
 

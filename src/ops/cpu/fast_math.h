@@ -61,8 +61,12 @@ inline Vec8 fast_exp(Vec8 x) {
 inline float fast_tanh(float x) {
   return 1.0f - 2.0f / (1.0f + fast_exp(2.0f * x));
 }
+template <class V>
+[[gnu::always_inline]] inline V tanh_lanes(V x) {
+  return 1.0f - 2.0f / (1.0f + exp_lanes(2.0f * x));
+}
 inline Vec8 fast_tanh(Vec8 x) {
-  return 1.0f - 2.0f / (1.0f + fast_exp(2.0f * x));
+  return tanh_lanes(x);
 }
 
 template <class V>
@@ -80,6 +84,15 @@ inline Vec8 load8(const float* p) {
 }
 inline void store8(float* p, Vec8 v) {
   store_lanes(p, v);
+}
+
+// The sum of a vector's lanes, in lane order.
+template <class V>
+[[gnu::always_inline]] inline float lane_sum(V v) {
+  constexpr int kLanes = sizeof(V) / sizeof(float);
+  float s = 0.0f;
+  for (int l = 0; l < kLanes; ++l) s += v[l];
+  return s;
 }
 
 // Row helpers shared by softmax, cross-entropy and attention; V sets the lanes per step.
@@ -113,8 +126,7 @@ template <class V = Vec8>
     acc += e;
     if (out) store_lanes(out + i, e * scale);
   }
-  float total = 0.0f;
-  for (int l = 0; l < kLanes; ++l) total += acc[l];
+  float total = lane_sum(acc);
   for (; i < n; ++i) {
     const float e = fast_exp(x[i] - shift);
     total += e;

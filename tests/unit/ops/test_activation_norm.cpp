@@ -131,6 +131,20 @@ std::vector<OpCase> activation_norm_cases() {
   };
   cases.push_back(ln_view);
 
+  // Rows of 45: the AVX-512 kernel sums 32 values in lanes and 13 after them, the baseline
+  // 40 and 5, so both a lane body and a tail are checked (forward and finite differences).
+  OpCase ln_wide = ln;
+  ln_wide.name = "layer_norm_rows_with_lane_tail";
+  ln_wide.make_inputs = [] {
+    return std::vector<Tensor>{randn({2, 3, 45}, 226, 1.5f, 0.3f), randn({45}, 227, 0.5f, 1.0f),
+                               randn({45}, 228)};
+  };
+  ln_wide.reference = [](const std::vector<Tensor>& x) {
+    return std::vector<std::vector<double>>{
+        layer_norm_ref(to_double(x[0]), to_double(x[1]), to_double(x[2]), 45, 1e-5)};
+  };
+  cases.push_back(ln_wide);
+
   // Outputs consumed transposed: the incoming gradients are strided views.
   for (OpCase base : {g, s, ln}) {
     OpCase t = base;
