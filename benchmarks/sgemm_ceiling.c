@@ -1,6 +1,6 @@
-// Measures this CPU's sgemm rate with OpenBLAS and (built with -DBRAID_CEILING_ONEDNN) oneDNN:
-// the ceiling the CPU training benchmark is judged against (a training step is mostly GEMM, so
-// neither braid nor PyTorch can beat it).
+// Measures this CPU's sgemm rate with OpenBLAS and (built with -DBRAID_CEILING_ONEDNN) oneDNN's
+// sgemm and matmul primitive: the ceiling the CPU training benchmark is judged against (a
+// training step is mostly GEMM, so neither braid nor PyTorch can beat it).
 //
 // Usage: sgemm_ceiling [n=1024] [reps=10]; threads come from OMP_NUM_THREADS.
 // Prints one line per repetition and a summary per library, then the faster library's
@@ -30,9 +30,48 @@ static void openblas_sgemm(int n, const float* a, const float* b, float* c) {
 static void onednn_sgemm(int n, const float* a, const float* b, float* c) {
   dnnl_sgemm('N', 'N', n, n, n, 1.0f, a, n, b, n, 0.0f, c, n);
 }
+
+// oneDNN's matmul primitive, which braid uses for X W^T with few rows
+// (src/ops/cpu/onednn_matmul.h): measured in that orientation, B transposed. Created on the first
+// call, for the one size run.
+static void onednn_matmul(int n, const float* a, const float* b, float* c) {
+  static dnnl_engine_t engine;
+  static dnnl_stream_t stream;
+  static dnnl_primitive_t matmul;
+  static dnnl_memory_t ma, mb, mc;
+  if (!matmul) {
+    const dnnl_dims_t dims = {n, n}, rows = {n, 1}, cols = {1, n};
+    dnnl_memory_desc_t row_major, transposed;
+    dnnl_matmul_desc_t desc;
+    dnnl_primitive_desc_t pd;
+    if (dnnl_engine_create(&engine, dnnl_cpu, 0) != dnnl_success ||
+        dnnl_stream_create(&stream, engine, dnnl_stream_default_flags) != dnnl_success ||
+        dnnl_memory_desc_init_by_strides(&row_major, 2, dims, dnnl_f32, rows) != dnnl_success ||
+        dnnl_memory_desc_init_by_strides(&transposed, 2, dims, dnnl_f32, cols) != dnnl_success ||
+        dnnl_matmul_desc_init(&desc, &row_major, &transposed, NULL, &row_major) != dnnl_success ||
+        dnnl_primitive_desc_create(&pd, &desc, NULL, engine, NULL) != dnnl_success ||
+        dnnl_primitive_create(&matmul, pd) != dnnl_success ||
+        dnnl_memory_create(&ma, &row_major, engine, DNNL_MEMORY_NONE) != dnnl_success ||
+        dnnl_memory_create(&mb, &transposed, engine, DNNL_MEMORY_NONE) != dnnl_success ||
+        dnnl_memory_create(&mc, &row_major, engine, DNNL_MEMORY_NONE) != dnnl_success) {
+      fprintf(stderr, "sgemm_ceiling: cannot create a oneDNN %dx%d matmul primitive\n", n, n);
+      exit(1);
+    }
+    dnnl_primitive_desc_destroy(pd);
+  }
+  dnnl_memory_set_data_handle(ma, (void*)a);
+  dnnl_memory_set_data_handle(mb, (void*)b);
+  dnnl_memory_set_data_handle(mc, c);
+  const dnnl_exec_arg_t args[] = {{DNNL_ARG_SRC, ma}, {DNNL_ARG_WEIGHTS, mb}, {DNNL_ARG_DST, mc}};
+  if (dnnl_primitive_execute(matmul, stream, 3, args) != dnnl_success ||
+      dnnl_stream_wait(stream) != dnnl_success) {
+    fprintf(stderr, "sgemm_ceiling: the oneDNN matmul primitive failed\n");
+    exit(1);
+  }
+}
 #endif
 
-// Every sgemm library on this machine that braid can use (BRAID_CPU_GEMM).
+// Every GEMM on this machine that braid can use (BRAID_CPU_GEMM).
 static const struct {
   const char* name;
   void (*gemm)(int n, const float* a, const float* b, float* c);
@@ -40,6 +79,7 @@ static const struct {
     {"openblas", openblas_sgemm},
 #ifdef BRAID_CEILING_ONEDNN
     {"onednn", onednn_sgemm},
+    {"onednn-matmul", onednn_matmul},
 #endif
 };
 
@@ -97,7 +137,7 @@ int main(int argc, char** argv) {
       ceiling_library = kLibraries[lib].name;
     }
   }
-  // The ceiling is the faster library's: braid's GEMM uses the faster one, and a ceiling below
+  // The ceiling is the fastest GEMM's: braid's GEMM uses the faster one, and a ceiling below
   // what the machine's best sgemm sustains would flatter every percentage measured against it.
   printf("library %s\n", ceiling_library);
   printf("best %.1f GFLOP/s\n", ceiling_best);

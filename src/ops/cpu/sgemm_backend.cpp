@@ -13,6 +13,8 @@
 
 #if BRAID_CPU_GEMM_ONEDNN
 #include <oneapi/dnnl/dnnl.h>
+
+#include "ops/cpu/onednn_matmul.h"
 #else
 #include <cblas.h>
 #endif
@@ -25,6 +27,10 @@ namespace {
 void library_sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
                    const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c,
                    int64_t ldc) {
+  if (matmul_primitive_suits(trans_a, trans_b, m, k, alpha, beta)) {
+    onednn_matmul(m, n, k, a, lda, b, ldb, beta, c, ldc);
+    return;
+  }
   const dnnl_status_t status = dnnl_sgemm(trans_a ? 'T' : 'N', trans_b ? 'T' : 'N', m, n, k, alpha,
                                           a, lda, b, ldb, beta, c, ldc);
   BRAID_CHECK(status == dnnl_success,

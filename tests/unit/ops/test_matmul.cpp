@@ -1,10 +1,16 @@
 // matmul and linear: 2-D, batched, shared right operand, transposed views without copies, bias.
+#include <cmath>
+#include <limits>
+#include <thread>
+#include <vector>
+
 #include "braid/autograd/grad_mode.h"
 #include "braid/core/allocator.h"
 #include "braid/ops/kernel_registry.h"
 #include "braid/ops/kernel_signatures.h"
 #include "braid/ops/matmul.h"
 #include "braid/ops/views.h"
+#include "ops/cpu/onednn_matmul.h"
 #include "support/test_util.h"
 
 namespace braid::testing {
@@ -297,6 +303,67 @@ TEST(GemmKernel, SlicesOfWiderMatricesInEveryOrientation) {
           if (j < 4 || j >= 4 + n) outside = std::max(outside, std::abs(around[i * (n + 9) + j]));
       EXPECT_EQ(outside, 0.0) << "GEMM wrote outside its output slice";
     }
+}
+
+// X W^T with few rows and a long reduction goes through oneDNN's matmul primitive (in the
+// oneDNN build): the shape rule, then that path with column slices, beta 0 over NaN and beta 1.
+TEST(GemmKernel, ForwardProductShapesTakeTheMatmulPrimitive) {
+  using ops::cpu::matmul_primitive_suits;
+  EXPECT_TRUE(matmul_primitive_suits(false, true, 256, 768, 1.0f, 0.0f));
+  EXPECT_TRUE(matmul_primitive_suits(false, true, 512, 512, 1.0f, 1.0f));
+  EXPECT_FALSE(matmul_primitive_suits(false, true, 513, 768, 1.0f, 0.0f));   // many rows
+  EXPECT_FALSE(matmul_primitive_suits(false, true, 256, 511, 1.0f, 0.0f));   // short reduction
+  EXPECT_FALSE(matmul_primitive_suits(false, false, 256, 768, 1.0f, 0.0f));  // input gradient
+  EXPECT_FALSE(matmul_primitive_suits(true, false, 256, 768, 1.0f, 0.0f));   // weight gradient
+  EXPECT_FALSE(matmul_primitive_suits(false, true, 256, 768, 0.5f, 0.0f));   // alpha
+  EXPECT_FALSE(matmul_primitive_suits(false, true, 256, 768, 1.0f, 0.5f));   // other beta
+}
+
+TEST(GemmKernel, MatmulPrimitivePathOnSlicesWithBothBetas) {
+  const int64_t m = 45, k = 600, n = 70;
+  ASSERT_TRUE(ops::cpu::matmul_primitive_suits(false, true, m, k, 1.0f, 0.0f));
+  Tensor wide_x = randn({m, k + 7}, 17), wide_w = randn({n, k + 3}, 18);
+  Tensor x = narrow(wide_x, 1, 2, k), w = narrow(wide_w, 1, 1, k);
+  const std::vector<double> xv = to_double(contiguous(x)), wv = to_double(contiguous(w));
+  const std::vector<double> ref =
+      matmul_ref(1, m, k, n, dense(xv, m, k, false), transposed(wv, k, n, false));
+  Tensor wide_c = Tensor::full({m, n + 9}, std::numeric_limits<float>::quiet_NaN());
+  Tensor c = narrow(wide_c, 1, 4, n);
+  gemm_kernel(x, false, w, true, 1.0f, 0.0f, c);
+  // K = 600 sums of O(1) products: fp32 error ~ sqrt(K) * 6e-8 * 25 ~ 4e-5 absolute.
+  expect_close(contiguous(c), ref, 1e-5, 2e-4);
+  const std::vector<double> around = to_double(wide_c);
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n + 9; ++j)
+      if (j < 4 || j >= 4 + n) ASSERT_TRUE(std::isnan(around[i * (n + 9) + j])) << i << ", " << j;
+  Tensor start = randn({m, n}, 19);
+  Tensor acc = start.clone();
+  gemm_kernel(x, false, w, true, 1.0f, 1.0f, acc);
+  std::vector<double> expected = to_double(start);
+  for (size_t i = 0; i < expected.size(); ++i) expected[i] += ref[i];
+  expect_close(acc, expected, 1e-5, 2e-4);
+}
+
+// Two threads multiplying at once share the primitive cache; each gets its own result.
+TEST(GemmKernel, ConcurrentForwardProductsAreIndependent) {
+  const int64_t m = 64, k = 512, n = 96;
+  Tensor w = randn({n, k}, 20);
+  std::vector<Tensor> xs = {randn({m, k}, 21), randn({m, k}, 22)};
+  std::vector<Tensor> outs = {Tensor::empty({m, n}), Tensor::empty({m, n})};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 2; ++t)
+    threads.emplace_back([&, t] {
+      for (int rep = 0; rep < 3; ++rep) gemm_kernel(xs[t], false, w, true, 1.0f, 0.0f, outs[t]);
+    });
+  for (std::thread& t : threads) t.join();
+  // Readers refer to their values, which must outlive them.
+  const std::vector<double> wv = to_double(w);
+  for (int t = 0; t < 2; ++t) {
+    const std::vector<double> xv = to_double(xs[t]);
+    expect_close(outs[t],
+                 matmul_ref(1, m, k, n, dense(xv, m, k, false), transposed(wv, k, n, false)), 1e-5,
+                 2e-4);
+  }
 }
 
 TEST(Matmul, ShapeErrorsNameTheShapes) {
