@@ -137,8 +137,8 @@ int main(int argc, char** argv) {
       ceiling_library = kLibraries[lib].name;
     }
   }
-  // The ceiling is the fastest GEMM's: braid's GEMM uses the faster one, and a ceiling below
-  // what the machine's best sgemm sustains would flatter every percentage measured against it.
+  // The ceiling is the fastest GEMM's: braid picks among them by shape, and a ceiling below what
+  // the machine's best GEMM sustains would flatter every percentage measured against it.
   printf("library %s\n", ceiling_library);
   printf("best %.1f GFLOP/s\n", ceiling_best);
   printf("median %.1f GFLOP/s\n", ceiling);

@@ -320,28 +320,31 @@ TEST(GemmKernel, ForwardProductShapesTakeTheMatmulPrimitive) {
 }
 
 TEST(GemmKernel, MatmulPrimitivePathOnSlicesWithBothBetas) {
-  const int64_t m = 45, k = 600, n = 70;
-  ASSERT_TRUE(ops::cpu::matmul_primitive_suits(false, true, m, k, 1.0f, 0.0f));
-  Tensor wide_x = randn({m, k + 7}, 17), wide_w = randn({n, k + 3}, 18);
-  Tensor x = narrow(wide_x, 1, 2, k), w = narrow(wide_w, 1, 1, k);
-  const std::vector<double> xv = to_double(contiguous(x)), wv = to_double(contiguous(w));
-  const std::vector<double> ref =
-      matmul_ref(1, m, k, n, dense(xv, m, k, false), transposed(wv, k, n, false));
-  Tensor wide_c = Tensor::full({m, n + 9}, std::numeric_limits<float>::quiet_NaN());
-  Tensor c = narrow(wide_c, 1, 4, n);
-  gemm_kernel(x, false, w, true, 1.0f, 0.0f, c);
-  // K = 600 sums of O(1) products: fp32 error ~ sqrt(K) * 6e-8 * 25 ~ 4e-5 absolute.
-  expect_close(contiguous(c), ref, 1e-5, 2e-4);
-  const std::vector<double> around = to_double(wide_c);
-  for (int64_t i = 0; i < m; ++i)
-    for (int64_t j = 0; j < n + 9; ++j)
-      if (j < 4 || j >= 4 + n) ASSERT_TRUE(std::isnan(around[i * (n + 9) + j])) << i << ", " << j;
-  Tensor start = randn({m, n}, 19);
-  Tensor acc = start.clone();
-  gemm_kernel(x, false, w, true, 1.0f, 1.0f, acc);
-  std::vector<double> expected = to_double(start);
-  for (size_t i = 0; i < expected.size(); ++i) expected[i] += ref[i];
-  expect_close(acc, expected, 1e-5, 2e-4);
+  const int64_t k = 600, n = 70;
+  for (const int64_t m : {int64_t{45}, int64_t{1}}) {  // one row: leading dimensions normalised
+    SCOPED_TRACE(::testing::Message() << "rows " << m);
+    ASSERT_TRUE(ops::cpu::matmul_primitive_suits(false, true, m, k, 1.0f, 0.0f));
+    Tensor wide_x = randn({m, k + 7}, 17), wide_w = randn({n, k + 3}, 18);
+    Tensor x = narrow(wide_x, 1, 2, k), w = narrow(wide_w, 1, 1, k);
+    const std::vector<double> xv = to_double(contiguous(x)), wv = to_double(contiguous(w));
+    const std::vector<double> ref =
+        matmul_ref(1, m, k, n, dense(xv, m, k, false), transposed(wv, k, n, false));
+    Tensor wide_c = Tensor::full({m, n + 9}, std::numeric_limits<float>::quiet_NaN());
+    Tensor c = narrow(wide_c, 1, 4, n);
+    gemm_kernel(x, false, w, true, 1.0f, 0.0f, c);
+    // K = 600 sums of O(1) products: fp32 error ~ sqrt(K) * 6e-8 * 25 ~ 4e-5 absolute.
+    expect_close(contiguous(c), ref, 1e-5, 2e-4);
+    const std::vector<double> around = to_double(wide_c);
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n + 9; ++j)
+        if (j < 4 || j >= 4 + n) ASSERT_TRUE(std::isnan(around[i * (n + 9) + j])) << i << ", " << j;
+    Tensor start = randn({m, n}, 19);
+    Tensor acc = start.clone();
+    gemm_kernel(x, false, w, true, 1.0f, 1.0f, acc);
+    std::vector<double> expected = to_double(start);
+    for (size_t i = 0; i < expected.size(); ++i) expected[i] += ref[i];
+    expect_close(acc, expected, 1e-5, 2e-4);
+  }
 }
 
 // Two threads multiplying at once share the primitive cache; each gets its own result.
