@@ -187,8 +187,8 @@ Tensor Gpt::head_logits(const Tensor& x) const {
 }
 
 Tensor Gpt::head_loss(const Tensor& x, const Tensor& targets) const {
-  const Tensor logits = head_logits(x);
-  if (!tp_) return cross_entropy(logits, targets, config_.vocab_size);
+  Tensor logits = head_logits(x);
+  if (!tp_) return cross_entropy(std::move(logits), targets, config_.vocab_size);
   return tp_->vocab_parallel_cross_entropy(logits, targets, vocab_begin(), config_.vocab_size);
 }
 
@@ -205,8 +205,8 @@ Tensor Gpt::forward(const Tensor& ids) const {
 }
 
 Tensor Gpt::loss(const Tensor& ids, const Tensor& targets) const {
-  const Tensor logits = forward(ids);
-  if (!tp_) return cross_entropy(logits, targets, config_.vocab_size);
+  Tensor logits = forward(ids);
+  if (!tp_) return cross_entropy(std::move(logits), targets, config_.vocab_size);
   return tp_->vocab_parallel_cross_entropy(logits, targets, vocab_begin(), config_.vocab_size);
 }
 

@@ -17,10 +17,9 @@ double mean_loss(const Tensor& losses, float denom) {
   return total / denom;
 }
 
-}  // namespace
-
-Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t num_classes,
-                     int64_t ignore_index) {
+// reuse_logits: the fused kernel may write the gradient over the logits' memory.
+Tensor cross_entropy_impl(const Tensor& logits, const Tensor& targets, int64_t num_classes,
+                          int64_t ignore_index, bool reuse_logits) {
   BRAID_CHECK(logits.dtype() == DType::f32 && logits.dim() >= 1,
               "cross_entropy logits must be f32, got {}", logits.str());
   BRAID_CHECK(targets.dtype() == DType::i32, "cross_entropy targets must be i32, got {}",
@@ -55,8 +54,9 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t num_cl
     // The loss is about to be backpropagated (its gradient is almost always 1): the gradient for
     // an incoming 1 is computed now, while each row of logits is read anyway, instead of reading
     // all the logits again in the backward.
-    Tensor dlogits = Tensor::empty(logits.shape(), DType::f32, logits.device());
-    Tensor d2 = dlogits.alias(lg.shape(), lg.strides(), 0);
+    Tensor dlogits = reuse_logits ? lg.alias(logits.shape(), logits.strides(), lg.offset())
+                                  : Tensor::empty(logits.shape(), DType::f32, logits.device());
+    Tensor d2 = dlogits.alias(lg.shape(), lg.strides(), dlogits.offset());
     registry.get<ops::CrossEntropyFusedKernel>(logits.device().kind)(
         lg, tg, num_classes, ignore_index, 1.0f / denom, losses, d2);
     Tensor out = Tensor::full({}, static_cast<float>(mean_loss(losses, denom)));
@@ -84,6 +84,23 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t num_cl
                      });
   }
   return out;
+}
+
+}  // namespace
+
+Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t num_classes,
+                     int64_t ignore_index) {
+  return cross_entropy_impl(logits, targets, num_classes, ignore_index, false);
+}
+
+Tensor cross_entropy(Tensor&& logits, const Tensor& targets, int64_t num_classes,
+                     int64_t ignore_index) {
+  const Tensor owned = std::move(logits);
+  // Only where no handle, view or saved tensor could see the logits afterwards; and only on
+  // the CPU, whose fused kernel is written to read each row before it overwrites it.
+  const bool reuse = owned.defined() && owned.device().is_cpu() && owned.is_contiguous() &&
+                     owned.impl_ptr().use_count() == 1 && owned.storage().use_count() == 1;
+  return cross_entropy_impl(owned, targets, num_classes, ignore_index, reuse);
 }
 
 }  // namespace braid

@@ -85,7 +85,8 @@ BRAID_KERNEL_SIGNATURE(CrossEntropyBackwardKernel, "cross_entropy_backward", con
 
 // Both of the above in one sweep, for a loss about to be backpropagated: each row is read from
 // memory once and its exponentials are evaluated once. dlogits is the backward's result for
-// `scale`. Optional: where a backend lacks it, the op runs the two kernels.
+// `scale`. Optional: where a backend lacks it, the op runs the two kernels. The CPU kernel
+// also accepts dlogits that are logits itself (each row is read before it is overwritten).
 BRAID_KERNEL_SIGNATURE(CrossEntropyFusedKernel, "cross_entropy_fused", const Tensor& logits,
                        const Tensor& targets, int64_t num_classes, int64_t ignore_index,
                        float scale, Tensor& losses, Tensor& dlogits);

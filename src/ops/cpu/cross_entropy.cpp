@@ -124,7 +124,9 @@ void cross_entropy_fused(const Tensor& logits, const Tensor& targets, int64_t nu
     float* drow = dx + r * vp;
     const float* row = x + r * vp;
     const bool ignored = t[r] == ignore_index;
-    loss[r] = ignored ? 0.0f : lse_softmax_of(row, num_classes, scale, drow) - row[t[r]];
+    // Read before the row's gradient is written: dlogits may be the logits themselves.
+    const float target_logit = ignored ? 0.0f : row[t[r]];
+    loss[r] = ignored ? 0.0f : lse_softmax_of(row, num_classes, scale, drow) - target_logit;
     finish_grad_row(drow, vp, num_classes, t[r], ignored, scale);
   }
 }

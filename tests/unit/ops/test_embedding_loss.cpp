@@ -1,8 +1,10 @@
 // embedding (repeated and bad ids) and cross_entropy (ignore_index, padded vocab, bad targets).
 #include <cmath>
 
+#include "braid/core/allocator.h"
 #include "braid/ops/embedding.h"
 #include "braid/ops/loss.h"
+#include "braid/ops/matmul.h"
 #include "braid/ops/views.h"
 #include "support/test_util.h"
 
@@ -180,6 +182,41 @@ TEST(CrossEntropy, CustomIgnoreIndexAndAllIgnored) {
   EXPECT_EQ(loss.item(), 0.0f);
   loss.backward();
   for (double g : to_double(l.grad())) EXPECT_EQ(g, 0.0);
+}
+
+// Logits given up (std::move, or a temporary) become their own gradient on the CPU: the same
+// loss and gradients to the bit, without a logits-sized gradient buffer. Logits someone still
+// holds, directly or through another view, are never written.
+TEST(CrossEntropy, GivenUpLogitsBecomeTheirGradient) {
+  const int64_t n = 5, v = 37, vp = 40;
+  Tensor x = randn({n, 16}, 800);
+  Tensor w_held = randn({vp, 16}, 801).set_requires_grad(true);
+  Tensor w_given = w_held.detach().clone().set_requires_grad(true);
+  Tensor targets = Tensor::from_vector(std::vector<int32_t>{3, -1, 36, 0, 12}, {n});
+
+  Tensor held = linear(x, w_held);
+  const std::vector<double> held_before = to_double(held);
+  int64_t allocations = host_memory_stats().allocations;
+  Tensor loss_held = cross_entropy(held, targets, v);
+  const int64_t held_allocations = host_memory_stats().allocations - allocations;
+  EXPECT_EQ(to_double(held), held_before) << "held logits were written";
+  loss_held.backward();
+
+  Tensor given = linear(x, w_given);
+  allocations = host_memory_stats().allocations;
+  Tensor loss_given = cross_entropy(std::move(given), targets, v);
+  EXPECT_EQ(host_memory_stats().allocations - allocations, held_allocations - 1)
+      << "given-up logits should hold their own gradient";
+  // The target's logit is read before its row is overwritten, so the loss is the same too.
+  EXPECT_EQ(loss_given.item(), loss_held.item());
+  loss_given.backward();
+  expect_close(w_given.grad(), to_double(w_held.grad()), 0, 0);
+
+  // A temporary view of logits that are still held elsewhere.
+  Tensor base = linear(x, w_given);
+  const std::vector<double> base_before = to_double(base);
+  cross_entropy(narrow(base, 1, 0, vp), targets, v).backward();
+  EXPECT_EQ(to_double(base), base_before) << "logits seen through another view were written";
 }
 
 TEST(CrossEntropy, BadTargetsNameTheValue) {
