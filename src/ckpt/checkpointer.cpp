@@ -21,13 +21,6 @@ namespace braid::ckpt {
 
 namespace {
 
-// Named in top, perf and gdb; at idle priority, its replay, copies and writes use only CPU
-// time the training threads leave idle.
-void become_writer_thread() {
-  pthread_setname_np(pthread_self(), "braid-ckpt-wr");
-  run_at_idle_priority();
-}
-
 int64_t entry_bytes(const std::vector<ShardEntry>& entries) {
   int64_t total = 0;
   for (const ShardEntry& e : entries) total += static_cast<int64_t>(e.values.nbytes());
@@ -195,7 +188,9 @@ void Checkpointer::prepare(const nn::Module& model, const optim::Optimizer& opti
 
 void Checkpointer::start_writer(std::shared_ptr<Pending> job, std::function<void()> prepare) {
   writer_.start([this, job, prepare = std::move(prepare)] {
-    become_writer_thread();
+    pthread_setname_np(pthread_self(), "braid-ckpt-wr");  // named in top, perf and gdb
+    // Replay, checksums and staging use only CPU time the training threads leave idle.
+    run_at_idle_priority();
     if (prepare) prepare();
     write_and_commit(job);
   });

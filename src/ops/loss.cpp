@@ -54,8 +54,8 @@ Tensor cross_entropy_impl(const Tensor& logits, const Tensor& targets, int64_t n
     // The loss is about to be backpropagated (its gradient is almost always 1): the gradient for
     // an incoming 1 is computed now, while each row of logits is read anyway, instead of reading
     // all the logits again in the backward.
-    Tensor dlogits = reuse_logits ? lg.alias(logits.shape(), logits.strides(), lg.offset())
-                                  : Tensor::empty(logits.shape(), DType::f32, logits.device());
+    Tensor dlogits =
+        reuse_logits ? logits.detach() : Tensor::empty(logits.shape(), DType::f32, logits.device());
     Tensor d2 = dlogits.alias(lg.shape(), lg.strides(), dlogits.offset());
     registry.get<ops::CrossEntropyFusedKernel>(logits.device().kind)(
         lg, tg, num_classes, ignore_index, 1.0f / denom, losses, d2);

@@ -77,11 +77,10 @@ Edge gradient_edge(const Tensor& t);
 Tensor direct_grad(const Tensor& t, bool* overwrite = nullptr);
 
 // zero_grad for one leaf. A `.grad` no one else holds (no other handle to it, no other tensor
-// on its storage) is only marked stale:
-// the first backward GEMM into it overwrites it, which spares a pass writing zeros over every
-// gradient (2% of a GPT-2-small step on the CPU), and a read through Tensor::grad() before
-// that fills the zeros. A `.grad` sharing its storage (a view into a data-parallel flat
-// bucket, which collectives read as a whole) is zeroed now.
+// on its storage) is only marked stale: the first backward GEMM into it overwrites it, which
+// spares a pass writing zeros over every gradient (2% of a GPT-2-small step on the CPU), and
+// a read through Tensor::grad() before that fills the zeros. A `.grad` sharing its storage (a view
+// into a data-parallel flat bucket, which collectives read as a whole) is zeroed now.
 void zero_grad(const Tensor& leaf);
 
 }  // namespace braid::autograd
