@@ -57,6 +57,9 @@ int main(int argc, char** argv) {
     model.init_weights(static_cast<uint64_t>(num("seed")));
     optim::AdamW opt(optim::decay_groups(model.named_parameters(), 0.1f), {0.9f, 0.95f, 1e-8f});
     const std::vector<Tensor> params = model.parameters();
+    // As the Trainer's single-process strategy does: each gradient's squares are taken by its
+    // grad-ready hook, so the grad_norm phase only adds them up.
+    optim::ReadyGradSquares ready(params);
 
     // Random batches made up front: the benchmark measures training steps, not loading.
     std::vector<std::pair<Tensor, Tensor>> batches;
@@ -87,9 +90,10 @@ int main(int argc, char** argv) {
       mark();
       Tensor loss = model.loss(x, y);
       mark();
+      ready.begin_backward(true);
       loss.backward();
       mark();
-      const optim::ClipResult clip = optim::clip_coefficient(params, 1.0f);
+      const optim::ClipResult clip = optim::clip_coefficient(params, 1.0f, &ready);
       mark();
       opt.step(3e-4f, clip.scale);
       mark();

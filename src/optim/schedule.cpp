@@ -3,8 +3,6 @@
 
 #include <cmath>
 
-#include "braid/ops/reduce.h"
-
 namespace braid::optim {
 
 float LrSchedule::at(int64_t step) const {
@@ -19,12 +17,11 @@ float LrSchedule::at(int64_t step) const {
   return static_cast<float>(min_lr + (max_lr - min_lr) * cosine);
 }
 
-ClipResult clip_coefficient(const std::vector<Tensor>& params, float max_norm) {
+ClipResult clip_coefficient(const std::vector<Tensor>& params, float max_norm,
+                            const ReadyGradSquares* ready) {
   double squares = 0;
-  for (const Tensor& p : params) {
-    Tensor g = p.grad();
-    if (g.defined()) squares += sum_of_squares(g);
-  }
+  for (const Tensor& p : params)
+    if (p.grad().defined()) squares += grad_sum_of_squares(p, ready);
   return clip_for_norm(std::sqrt(squares), max_norm);
 }
 

@@ -5,7 +5,6 @@
 #include <cmath>
 #include <mutex>
 
-#include "braid/ops/reduce.h"
 #include "braid/parallel/data_parallel.h"
 
 namespace braid::parallel {
@@ -44,7 +43,18 @@ void Strategy::setup(nn::Module& model, optim::Optimizer& optimizer,
   grid_ = &grid;
 }
 
-GradSquares grad_squares(const nn::Module& model, const std::vector<SharedParameter>& shared) {
+void SingleProcess::setup(nn::Module& model, optim::Optimizer& optimizer,
+                          const dist::ParallelGrid& grid) {
+  Strategy::setup(model, optimizer, grid);
+  ready_squares_ = std::make_unique<optim::ReadyGradSquares>(model.parameters());
+}
+
+void SingleProcess::begin_backward(bool last_micro_step) {
+  if (ready_squares_) ready_squares_->begin_backward(last_micro_step);
+}
+
+GradSquares grad_squares(const nn::Module& model, const std::vector<SharedParameter>& shared,
+                         const optim::ReadyGradSquares* ready) {
   const std::map<std::string, nn::ShardSpec> shards = model.shard_specs();
   GradSquares squares;
   for (const auto& [name, param] : model.named_parameters()) {
@@ -52,7 +62,8 @@ GradSquares grad_squares(const nn::Module& model, const std::vector<SharedParame
     if (!g.defined()) continue;
     const SharedParameter* copy = find_shared(shared, param);
     if (copy && !copy->counted) continue;
-    (shards.at(name).is_whole() ? squares.replicated : squares.sharded) += sum_of_squares(g);
+    (shards.at(name).is_whole() ? squares.replicated : squares.sharded) +=
+        optim::grad_sum_of_squares(param, copy ? nullptr : ready);
   }
   return squares;
 }
@@ -74,7 +85,8 @@ double global_grad_norm(const GradSquares& squares, const dist::ParallelGrid& gr
 }
 
 optim::ClipResult Strategy::clip(float max_norm) {
-  return optim::clip_for_norm(global_grad_norm(grad_squares(*model_, shared_), *grid_), max_norm);
+  return optim::clip_for_norm(
+      global_grad_norm(grad_squares(*model_, shared_, ready_squares_.get()), *grid_), max_norm);
 }
 
 void Strategy::sum_shared_gradients() {

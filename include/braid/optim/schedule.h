@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "braid/core/tensor.h"
+#include "braid/optim/ready_grad_squares.h"
 
 namespace braid::optim {
 
@@ -27,8 +28,10 @@ struct ClipResult {
 };
 
 // Global L2 norm of the gradients (undefined gradients count as zero) and the clipping
-// coefficient for max_norm (<= 0: no clipping). Does not modify the gradients.
-ClipResult clip_coefficient(const std::vector<Tensor>& params, float max_norm);
+// coefficient for max_norm (<= 0: no clipping). Does not modify the gradients. A parameter
+// whose squares `ready` recorded is not read again.
+ClipResult clip_coefficient(const std::vector<Tensor>& params, float max_norm,
+                            const ReadyGradSquares* ready = nullptr);
 // The clipping coefficient for a norm computed elsewhere (e.g. over a parallel grid).
 ClipResult clip_for_norm(double norm, float max_norm);
 

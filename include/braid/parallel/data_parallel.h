@@ -21,10 +21,14 @@ struct DataParallelOptions {
   static DataParallelOptions parse(const StrategyOptions& options, bool zero1);
 };
 
-// The strategy of a single process (and of dp = 1): every hook is the default.
+// The strategy of a single process (and of dp = 1): the default hooks, with the gradient
+// squares for clipping taken as each gradient becomes final (optim::ReadyGradSquares).
 class SingleProcess final : public Strategy {
  public:
   std::string name() const override { return "none"; }
+  void setup(nn::Module& model, optim::Optimizer& optimizer,
+             const dist::ParallelGrid& grid) override;
+  void begin_backward(bool last_micro_step) override;
 };
 
 class DataParallel final : public Strategy {

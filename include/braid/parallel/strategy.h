@@ -23,6 +23,7 @@
 #include "braid/nn/module.h"
 #include "braid/optim/optimizer.h"
 #include "braid/optim/owned_state.h"
+#include "braid/optim/ready_grad_squares.h"
 #include "braid/optim/schedule.h"
 
 namespace braid::parallel {
@@ -85,6 +86,9 @@ class Strategy {
   bool is_shared(const Tensor& param) const;
 
   std::vector<SharedParameter> shared_;
+  // When set (SingleProcess), clip() takes the gradient squares it recorded instead of reading
+  // every gradient again; the strategy calls its begin_backward before each backward.
+  std::unique_ptr<optim::ReadyGradSquares> ready_squares_;
   nn::Module* model_ = nullptr;
   optim::Optimizer* optimizer_ = nullptr;
   const dist::ParallelGrid* grid_ = nullptr;
@@ -100,8 +104,10 @@ struct GradSquares {
 // groups when they have more than one rank.
 double global_grad_norm(const GradSquares& squares, const dist::ParallelGrid& grid);
 // This rank's squares of the model's gradients, classified by the model's shard specs;
-// shared copies not marked counted are left out.
-GradSquares grad_squares(const nn::Module& model, const std::vector<SharedParameter>& shared = {});
+// shared copies not marked counted are left out. Squares `ready` recorded are taken as they
+// are, except for shared copies (summed after the backward, so their records are stale).
+GradSquares grad_squares(const nn::Module& model, const std::vector<SharedParameter>& shared = {},
+                         const optim::ReadyGradSquares* ready = nullptr);
 
 using StrategyFactory = std::function<std::unique_ptr<Strategy>(const StrategyOptions& options)>;
 

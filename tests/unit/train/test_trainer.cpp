@@ -9,6 +9,7 @@
 
 #include "braid/core/generator.h"
 #include "braid/data/token_shard.h"
+#include "braid/optim/schedule.h"
 #include "braid/train/trainer.h"
 
 namespace braid::train {
@@ -104,6 +105,26 @@ TEST_F(TrainerTest, GradientAccumulationEqualsOneLargerBatch) {
     EXPECT_NEAR(b.loss, a.loss, 1e-5 * std::fabs(a.loss)) << "step " << step;
     EXPECT_NEAR(b.grad_norm, a.grad_norm, 1e-4 * a.grad_norm) << "step " << step;
   }
+}
+
+// The single-process strategy takes each gradient's squares in its grad-ready hook; the norm
+// it reports must be bitwise the one a separate pass over the final gradients computes, with
+// micro-batches (only the last backward's hooks see final gradients) and with activation
+// recomputation (hooks fire while blocks are re-run).
+TEST_F(TrainerTest, GradNormFromReadyHooksEqualsASeparatePass) {
+  for (const std::string extra : {"batch_size: 4", "batch_size: 2 grad_accum_steps: 3"})
+    for (const bool recompute : {false, true}) {
+      std::string config = config_text(extra);
+      if (recompute)
+        config.replace(config.find("block_size: 16"), 14, "block_size: 16 recompute: true");
+      Trainer trainer(parse_config(config, "ready"));
+      for (int step = 0; step < 3; ++step) {
+        const StepMetrics m = trainer.train_step();
+        const double separate = optim::clip_coefficient(trainer.model().parameters(), 1.0f).norm;
+        ASSERT_GT(separate, 0.0);
+        EXPECT_EQ(m.grad_norm, separate) << extra << " recompute " << recompute << " step " << step;
+      }
+    }
 }
 
 TEST_F(TrainerTest, NonFiniteLossStopsWithTheStepNumber) {

@@ -1,0 +1,54 @@
+// ReadyGradSquares: gradient sums of squares recorded by grad-ready hooks.
+#include "braid/optim/ready_grad_squares.h"
+
+#include <unordered_map>
+
+#include "braid/ops/reduce.h"
+
+namespace braid::optim {
+
+struct ReadyGradSquares::State {
+  bool alive = true;
+  bool recording = false;
+  std::unordered_map<const TensorImpl*, size_t> index;
+  std::vector<std::optional<double>> squares;
+};
+
+ReadyGradSquares::ReadyGradSquares(const std::vector<Tensor>& params)
+    : state_(std::make_shared<State>()) {
+  state_->squares.resize(params.size());
+  for (size_t i = 0; i < params.size(); ++i) {
+    Tensor p = params[i];
+    BRAID_CHECK(state_->index.emplace(p.impl(), i).second,
+                "ReadyGradSquares: parameter '{}' is listed twice", p.name());
+    // The hook holds the state, not this object, so a hook firing after it is gone is harmless.
+    p.add_grad_ready_hook([state = state_, i](Tensor& param) {
+      if (!state->alive || !state->recording) return;
+      const Tensor g = param.grad();
+      if (g.defined()) state->squares[i] = sum_of_squares(g);
+    });
+  }
+}
+
+ReadyGradSquares::~ReadyGradSquares() {
+  state_->alive = false;
+}
+
+void ReadyGradSquares::begin_backward(bool final_gradients) {
+  state_->recording = final_gradients;
+  for (auto& s : state_->squares) s.reset();
+}
+
+std::optional<double> ReadyGradSquares::recorded(const Tensor& param) const {
+  const auto it = state_->index.find(param.impl());
+  if (it == state_->index.end()) return std::nullopt;
+  return state_->squares[it->second];
+}
+
+double grad_sum_of_squares(const Tensor& param, const ReadyGradSquares* ready) {
+  if (ready)
+    if (const std::optional<double> s = ready->recorded(param)) return *s;
+  return sum_of_squares(param.grad());
+}
+
+}  // namespace braid::optim
