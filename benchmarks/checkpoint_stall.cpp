@@ -1,13 +1,14 @@
 // Checkpoint stall: how long training stops for each checkpoint mode, and what it costs after.
 //   checkpoint_stall [--models small,124m --every 10,50 --modes sync,async
 //                     --steps-small 60 --steps-124m 30 --warmup 2 --after 2 --pairs 6
-//                     --threads 0
+//                     --threads 0 --window 7
 //                     --json benchmarks/results/checkpoint_stall.json]
 // benchmarks/checkpoint_stall.sh runs it from any folder with the build's binary.
 //
 // One process, one rank. For every (model, interval, mode) a fresh Trainer (AdamW, grad clip
-// 1.0, checkpoint keep 2, every_steps 0) runs `warmup` untimed steps, then the measured steps,
-// calling save_checkpoint() after measured step k whenever k % every == 0. Per row:
+// 1.0, checkpoint keep 2, every_steps 0, checkpoint.window from --window) runs `warmup`
+// untimed steps, then the measured steps, calling save_checkpoint() after measured step k
+// whenever k % every == 0. Per row:
 //   ckpts      save_checkpoint() calls / checkpoints committed by the end of the run (a mode
 //              that finishes a checkpoint steps later may leave the last one unwritten);
 //   stall      wall time of the save_checkpoint() call: what training waits for (mean over
@@ -157,8 +158,8 @@ int64_t folder_bytes(const fs::path& folder) {
 }
 
 std::unique_ptr<train::Trainer> make_trainer(const ModelSpec& m, const std::string& mode,
-                                             int64_t threads, const fs::path& data_dir,
-                                             const fs::path& ckpt_dir) {
+                                             int64_t window, int64_t threads,
+                                             const fs::path& data_dir, const fs::path& ckpt_dir) {
   fs::remove_all(ckpt_dir);
   const std::string config =
       fmt::format(R"(
@@ -166,17 +167,17 @@ model {{ vocab_size: {} n_layer: {} n_head: {} n_embd: {} block_size: {} }}
 data {{ train_pattern: "{}/train_*.bin" tokenizer: "byte" }}
 optimizer {{ name: "adamw" lr: 1e-4 weight_decay: 0.1 grad_clip: 1.0 }}
 training {{ steps: 1000000 batch_size: {} seq_len: {} val_every: 0 log_every: 1000000 threads: {} seed: 1 }}
-checkpoint {{ dir: "{}" mode: "{}" keep: 2 every_steps: 0 }}
+checkpoint {{ dir: "{}" mode: "{}" window: {} keep: 2 every_steps: 0 }}
 )",
                   m.vocab, m.layers, m.heads, m.width, m.seq, data_dir.string(), m.batch, m.seq,
-                  threads, ckpt_dir.string(), mode);
+                  threads, ckpt_dir.string(), mode, window);
   return std::make_unique<train::Trainer>(train::parse_config(config, "checkpoint_stall"));
 }
 
 RunResult run(const ModelSpec& m, int64_t steps, int64_t every, int64_t after,
-              const std::string& mode, int64_t warmup, int64_t threads, const fs::path& data_dir,
-              const fs::path& ckpt_dir) {
-  const auto owned_trainer = make_trainer(m, mode, threads, data_dir, ckpt_dir);
+              const std::string& mode, int64_t window, int64_t warmup, int64_t threads,
+              const fs::path& data_dir, const fs::path& ckpt_dir) {
+  const auto owned_trainer = make_trainer(m, mode, window, threads, data_dir, ckpt_dir);
   train::Trainer& trainer = *owned_trainer;
   // The first steps allocate the optimizer state and warm the caches: not a checkpoint's cost.
   // Then the snapshot buffer is prepared, as fit() does after its first step (waited for
@@ -262,10 +263,10 @@ struct PairedResult {
 };
 
 PairedResult run_paired(const ModelSpec& m, int64_t every, int64_t pairs, const std::string& mode,
-                        int64_t warmup, int64_t threads, const fs::path& data_dir,
+                        int64_t window, int64_t warmup, int64_t threads, const fs::path& data_dir,
                         const fs::path& ckpt_dir) {
   PairedResult r;
-  const auto trainer = make_trainer(m, mode, threads, data_dir, ckpt_dir);
+  const auto trainer = make_trainer(m, mode, window, threads, data_dir, ckpt_dir);
   // An overlapped checkpoint commits window - 1 steps after save(): it must land in its interval.
   if (mode == "overlapped" && every < trainer->config().checkpoint().window()) return r;
   for (int64_t i = 0; i < warmup; ++i) trainer->train_step();
@@ -381,11 +382,17 @@ int main(int argc, char** argv) {
       fs::temp_directory_path() / ("braid_checkpoint_stall_" + std::to_string(::getpid()));
   try {
     std::map<std::string, std::string> flags = {
-        {"models", "small,124m"}, {"every", "10,50"},
-        {"modes", "sync,async"},  {"steps-small", "60"},
-        {"steps-124m", "30"},     {"warmup", "2"},
-        {"after", "2"},           {"pairs", "6"},
-        {"threads", "0"},         {"json", "benchmarks/results/checkpoint_stall.json"}};
+        {"models", "small,124m"},
+        {"every", "10,50"},
+        {"modes", "sync,async"},
+        {"steps-small", "60"},
+        {"steps-124m", "30"},
+        {"warmup", "2"},
+        {"after", "2"},
+        {"pairs", "6"},
+        {"threads", "0"},
+        {"window", "7"},
+        {"json", "benchmarks/results/checkpoint_stall.json"}};
     for (int i = 1; i < argc; i += 2) {
       const std::string flag = argv[i];
       BRAID_CHECK(flag.rfind("--", 0) == 0 && flags.count(flag.substr(2)), "unknown flag {}", flag);
@@ -414,6 +421,9 @@ int main(int argc, char** argv) {
     BRAID_CHECK(after >= 1, "--after must be at least 1, got {}", after);
     const int64_t pairs = std::stoll(flags["pairs"]);
     BRAID_CHECK(pairs >= 0, "--pairs must be >= 0 (0: no paired measurement), got {}", pairs);
+    const int64_t window = std::stoll(flags["window"]);
+    BRAID_CHECK(window >= 1, "--window must be >= 1 (steps an overlapped window spans), got {}",
+                window);
 
     nlohmann::json rows = nlohmann::json::array();
     const std::string header = fmt::format(
@@ -435,11 +445,11 @@ int main(int argc, char** argv) {
       for (const int64_t every : intervals) {
         for (const auto& mode : modes) {
           const RunResult r =
-              run(m, steps, every, after, mode, warmup, threads, data_dir, tmp / "ckpt");
+              run(m, steps, every, after, mode, window, warmup, threads, data_dir, tmp / "ckpt");
           const Row row = summarise(r, steps, after);
-          const PairedResult paired =
-              pairs > 0 ? run_paired(m, every, pairs, mode, warmup, threads, data_dir, tmp / "ckpt")
-                        : PairedResult{};
+          const PairedResult paired = pairs > 0 ? run_paired(m, every, pairs, mode, window, warmup,
+                                                             threads, data_dir, tmp / "ckpt")
+                                                : PairedResult{};
           fs::remove_all(tmp / "ckpt");
           std::vector<double> paired_pct;
           for (size_t i = 0; i < paired.cost_ms.size(); ++i)
@@ -477,6 +487,7 @@ int main(int argc, char** argv) {
                           {"seq", m.seq},
                           {"every", every},
                           {"mode", mode},
+                          {"window", window},
                           {"steps", steps},
                           {"warmup", warmup},
                           {"checkpoints", r.saves.size()},
