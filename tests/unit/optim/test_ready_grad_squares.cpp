@@ -11,8 +11,8 @@
 namespace braid::testing {
 namespace {
 
-// a is used twice (as a tied weight is), b once, c not at all.
-Tensor loss_of(const Tensor& a, const Tensor& b, const Tensor& c, uint64_t seed) {
+// a is used twice (as a tied weight is), b once; the tests' third parameter, c, not at all.
+Tensor loss_of(const Tensor& a, const Tensor& b, uint64_t seed) {
   const Tensor x = randn({5, 3}, seed);
   return sum(mul(matmul(matmul(x, a), b), matmul(x, a)));
 }
@@ -27,7 +27,7 @@ TEST(ReadyGradSquares, RecordsTheFinalGradientOfEachParameter) {
   Params p;
   optim::ReadyGradSquares ready({p.a, p.b, p.c});
   ready.begin_backward(true);
-  loss_of(p.a, p.b, p.c, 7).backward();
+  loss_of(p.a, p.b, 7).backward();
   ASSERT_TRUE(ready.recorded(p.a).has_value());
   ASSERT_TRUE(ready.recorded(p.b).has_value());
   EXPECT_EQ(*ready.recorded(p.a), sum_of_squares(p.a.grad()));
@@ -46,11 +46,11 @@ TEST(ReadyGradSquares, OnlyTheLastMicroBatchRecordsTheAccumulatedGradient) {
   Params p;
   optim::ReadyGradSquares ready({p.a, p.b, p.c});
   ready.begin_backward(false);
-  loss_of(p.a, p.b, p.c, 7).backward();
+  loss_of(p.a, p.b, 7).backward();
   EXPECT_FALSE(ready.recorded(p.a).has_value());
   const double first_share = sum_of_squares(p.a.grad());
   ready.begin_backward(true);
-  loss_of(p.a, p.b, p.c, 8).backward();
+  loss_of(p.a, p.b, 8).backward();
   ASSERT_TRUE(ready.recorded(p.a).has_value());
   EXPECT_EQ(*ready.recorded(p.a), sum_of_squares(p.a.grad()));
   EXPECT_NE(*ready.recorded(p.a), first_share);
@@ -90,7 +90,7 @@ TEST(ReadyGradSquares, HooksOutliveTheTrackerHarmlessly) {
     optim::ReadyGradSquares gone({p.a, p.b});
     gone.begin_backward(true);
   }
-  loss_of(p.a, p.b, p.c, 7).backward();  // the hooks fire into a tracker that is gone
+  loss_of(p.a, p.b, 7).backward();  // the hooks fire into a tracker that is gone
   EXPECT_TRUE(p.a.grad().defined());
 }
 
