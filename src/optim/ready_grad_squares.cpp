@@ -8,7 +8,6 @@
 namespace braid::optim {
 
 struct ReadyGradSquares::State {
-  bool alive = true;
   bool recording = false;
   std::unordered_map<const TensorImpl*, size_t> index;
   std::vector<std::optional<double>> squares;
@@ -21,18 +20,17 @@ ReadyGradSquares::ReadyGradSquares(const std::vector<Tensor>& params)
     Tensor p = params[i];
     BRAID_CHECK(state_->index.emplace(p.impl(), i).second,
                 "ReadyGradSquares: parameter '{}' is listed twice", p.name());
-    // The hook holds the state, not this object, so a hook firing after it is gone is harmless.
-    p.add_grad_ready_hook([state = state_, i](Tensor& param) {
-      if (!state->alive || !state->recording) return;
+    // The hook only watches the state: once this object is gone, it finds none and returns.
+    p.add_grad_ready_hook([weak = std::weak_ptr<State>(state_), i](Tensor& param) {
+      const std::shared_ptr<State> state = weak.lock();
+      if (!state || !state->recording) return;
       const Tensor g = param.grad();
       if (g.defined()) state->squares[i] = sum_of_squares(g);
     });
   }
 }
 
-ReadyGradSquares::~ReadyGradSquares() {
-  state_->alive = false;
-}
+ReadyGradSquares::~ReadyGradSquares() = default;
 
 void ReadyGradSquares::begin_backward(bool final_gradients) {
   state_->recording = final_gradients;
