@@ -44,6 +44,7 @@ void register_cuda_kernels(KernelRegistry& r) {
   r.add<VocabShardSumExpKernel>(kCuda, &cuda::vocab_shard_sum_exp);
   r.add<VocabShardBackwardKernel>(kCuda, &cuda::vocab_shard_backward);
   r.add<AdamWKernel>(kCuda, &cuda::adamw);
+  r.add<AdamWGroupKernel>(kCuda, &cuda::adamw_group);
   r.add<SgdKernel>(kCuda, &cuda::sgd);
 }
 

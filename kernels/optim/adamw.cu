@@ -74,4 +74,9 @@ void adamw(Tensor& param, const Tensor& grad, Tensor& exp_avg, Tensor& exp_avg_s
                adamw_scalars(hyper, grad_scale), param.numel(), current_stream());
 }
 
+void adamw_group(std::span<const ops::AdamWUpdate> updates, float grad_scale) {
+  for (const ops::AdamWUpdate& u : updates)
+    adamw(*u.param, *u.grad, *u.exp_avg, *u.exp_avg_sq, u.hyper, grad_scale);
+}
+
 }  // namespace braid::cuda

@@ -24,4 +24,8 @@ AdamWScalars adamw_scalars(const ops::AdamWHyper& hyper, float grad_scale);
 void adamw(Tensor& param, const Tensor& grad, Tensor& exp_avg, Tensor& exp_avg_sq,
            const ops::AdamWHyper& hyper, float grad_scale);
 
+// AdamWGroupKernel: one launch per update on the current stream. Launches are asynchronous,
+// so the CPU kernel's reason for grouping (a barrier per tensor) does not arise here.
+void adamw_group(std::span<const ops::AdamWUpdate> updates, float grad_scale);
+
 }  // namespace braid::cuda

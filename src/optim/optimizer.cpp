@@ -62,14 +62,27 @@ void AdamW::step(float lr, float grad_scale) {
     exp_avg_[i] = Tensor::zeros(p.shape(), DType::f32, p.device());
     exp_avg_sq_[i] = Tensor::zeros(p.shape(), DType::f32, p.device());
   }
+  // Gathered first and updated in one call per device (AdamWGroupKernel), in parameter order.
+  std::vector<Tensor> values, grads;
+  values.reserve(params_.size());
+  grads.reserve(params_.size());
+  std::vector<ops::AdamWUpdate> updates;
   for (size_t i = 0; i < params_.size(); ++i) {
     Tensor grad = params_[i].param.grad();
     if (!grad.defined()) continue;
-    Tensor p = params_[i].param.detach();
-    const ops::AdamWHyper hyper{lr,           options_.beta1,          options_.beta2,
-                                options_.eps, params_[i].weight_decay, ++param_steps_[i]};
-    ops::kernel<ops::AdamWKernel>(p.device())(p, grad.contiguous(), exp_avg_[i], exp_avg_sq_[i],
-                                              hyper, grad_scale);
+    values.push_back(params_[i].param.detach());
+    grads.push_back(grad.contiguous());
+    updates.push_back({&values.back(), &grads.back(), &exp_avg_[i], &exp_avg_sq_[i],
+                       ops::AdamWHyper{lr, options_.beta1, options_.beta2, options_.eps,
+                                       params_[i].weight_decay, ++param_steps_[i]}});
+  }
+  for (size_t begin = 0; begin < updates.size();) {
+    const Device device = updates[begin].param->device();
+    size_t end = begin + 1;
+    while (end < updates.size() && updates[end].param->device() == device) ++end;
+    ops::kernel<ops::AdamWGroupKernel>(device)(
+        std::span<const ops::AdamWUpdate>(updates).subspan(begin, end - begin), grad_scale);
+    begin = end;
   }
 }
 

@@ -177,15 +177,21 @@ void DataParallel::step(float lr, float grad_scale) {
   autograd::NoGradGuard no_grad;
   const auto& adamw = dynamic_cast<optim::AdamW&>(*optimizer_).options();
   ++step_;
-  const auto kernel = ops::kernel<ops::AdamWKernel>(Device::cpu());
+  // This rank's segments, updated in one call (views into the flat buffers, four per segment).
+  std::vector<Tensor> views;
+  views.reserve(4 * segments_.size());
+  std::vector<ops::AdamWUpdate> updates;
   for (const Segment& s : segments_) {
-    Tensor p = flat_params_.narrow(0, s.flat_begin, s.length);
-    Tensor m = exp_avg_.narrow(0, s.shard_begin, s.length);
-    Tensor v = exp_avg_sq_.narrow(0, s.shard_begin, s.length);
-    const ops::AdamWHyper hyper{lr,   adamw.beta1, adamw.beta2, adamw.eps, weight_decay_[s.param],
-                                step_};
-    kernel(p, shard_grads_.narrow(0, s.shard_begin, s.length), m, v, hyper, grad_scale);
+    views.push_back(flat_params_.narrow(0, s.flat_begin, s.length));
+    views.push_back(shard_grads_.narrow(0, s.shard_begin, s.length));
+    views.push_back(exp_avg_.narrow(0, s.shard_begin, s.length));
+    views.push_back(exp_avg_sq_.narrow(0, s.shard_begin, s.length));
+    Tensor* v = &views[views.size() - 4];
+    updates.push_back(
+        {&v[0], &v[1], &v[2], &v[3],
+         ops::AdamWHyper{lr, adamw.beta1, adamw.beta2, adamw.eps, weight_decay_[s.param], step_}});
   }
+  ops::kernel<ops::AdamWGroupKernel>(Device::cpu())(updates, grad_scale);
   // Every rank gathers every bucket's updated chunks.
   std::vector<dist::WorkPtr> works;
   std::vector<Tensor> sent;

@@ -614,6 +614,42 @@ TEST(CudaKernels, AdamWMatchesCpuBitwise) {
   }
 }
 
+TEST(CudaKernels, AdamWGroupMatchesCpuBitwise) {
+  if (braid::cuda::device_count() == 0) GTEST_SKIP() << "no CUDA device";
+  // Sizes on both sides of the CPU kernel's split threshold, each with its own step and decay.
+  const int64_t sizes[] = {50000, 7, 1001};
+  std::vector<Tensor> p, g, m, v, p_dev, g_dev, m_dev, v_dev;
+  std::vector<ops::AdamWUpdate> cpu_updates, cuda_updates;
+  for (size_t i = 0; i < std::size(sizes); ++i) {
+    const uint64_t seed = 60 + 4 * i;
+    p.push_back(randn({sizes[i]}, seed));
+    g.push_back(randn({sizes[i]}, seed + 1));
+    m.push_back(randn({sizes[i]}, seed + 2, 0.1f));
+    v.push_back(uniform({sizes[i]}, seed + 3, 0.0f, 0.01f));
+  }
+  for (size_t i = 0; i < p.size(); ++i) {
+    p_dev.push_back(gpu(p[i]));
+    g_dev.push_back(gpu(g[i]));
+    m_dev.push_back(gpu(m[i]));
+    v_dev.push_back(gpu(v[i]));
+  }
+  for (size_t i = 0; i < p.size(); ++i) {
+    const ops::AdamWHyper hp{
+        1e-3f * static_cast<float>(i + 1), 0.9f, 0.95f, 1e-8f, i == 1 ? 0.0f : 0.1f,
+        static_cast<int64_t>(i + 1)};
+    cpu_updates.push_back({&p[i], &g[i], &m[i], &v[i], hp});
+    cuda_updates.push_back({&p_dev[i], &g_dev[i], &m_dev[i], &v_dev[i], hp});
+  }
+  cpu_kernel<ops::AdamWGroupKernel>()(cpu_updates, 0.25f);
+  cuda_kernel<ops::AdamWGroupKernel>()(cuda_updates, 0.25f);
+  for (size_t i = 0; i < p.size(); ++i) {
+    SCOPED_TRACE(::testing::Message() << "update " << i);
+    EXPECT_TRUE(bitwise_equal(host(m_dev[i]), m[i]));
+    EXPECT_TRUE(bitwise_equal(host(v_dev[i]), v[i]));
+    EXPECT_TRUE(bitwise_equal(host(p_dev[i]), p[i]));
+  }
+}
+
 TEST(CudaKernels, SgdMatchesCpuBitwise) {
   if (braid::cuda::device_count() == 0) GTEST_SKIP() << "no CUDA device";
   const Shape shape{777};

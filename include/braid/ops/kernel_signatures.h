@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 
 #include "braid/core/tensor.h"
 
@@ -118,6 +119,18 @@ struct AdamWHyper {
 };
 BRAID_KERNEL_SIGNATURE(AdamWKernel, "adamw", Tensor& param, const Tensor& grad, Tensor& exp_avg,
                        Tensor& exp_avg_sq, const AdamWHyper& hyper, float grad_scale);
+// AdamWKernel over many parameters of one device in one call, bitwise equal to it on each. A
+// backend can then keep its threads busy across tensor boundaries: on the CPU one parallel
+// region instead of one per tensor, each ending in a barrier that the faster thread waits at.
+struct AdamWUpdate {
+  Tensor* param;
+  const Tensor* grad;
+  Tensor* exp_avg;
+  Tensor* exp_avg_sq;
+  AdamWHyper hyper;
+};
+BRAID_KERNEL_SIGNATURE(AdamWGroupKernel, "adamw_group", std::span<const AdamWUpdate> updates,
+                       float grad_scale);
 // SGD with momentum (buf may be undefined when momentum == 0).
 BRAID_KERNEL_SIGNATURE(SgdKernel, "sgd", Tensor& param, const Tensor& grad, Tensor& momentum_buf,
                        float lr, float momentum, float weight_decay, float grad_scale,

@@ -48,6 +48,7 @@ void vocab_shard_backward(const Tensor& logits, const Tensor& targets, int64_t v
 
 void adamw(Tensor& param, const Tensor& grad, Tensor& exp_avg, Tensor& exp_avg_sq,
            const AdamWHyper& hyper, float grad_scale);
+void adamw_group(std::span<const AdamWUpdate> updates, float grad_scale);
 void sgd(Tensor& param, const Tensor& grad, Tensor& momentum_buf, float lr, float momentum,
          float weight_decay, float grad_scale, bool first_step);
 

@@ -28,6 +28,7 @@ void register_cpu_kernels(KernelRegistry& r) {
   r.add<VocabShardSumExpKernel>(kCpu, cpu::vocab_shard_sum_exp);
   r.add<VocabShardBackwardKernel>(kCpu, cpu::vocab_shard_backward);
   r.add<AdamWKernel>(kCpu, cpu::adamw);
+  r.add<AdamWGroupKernel>(kCpu, cpu::adamw_group);
   r.add<SgdKernel>(kCpu, cpu::sgd);
 }
 
