@@ -105,14 +105,20 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   out_shape.back() = out_features;
   Tensor out = Tensor::empty(out_shape, DType::f32, x.device());
   Tensor out2 = out.alias({x2.size(0), out_features}, {out_features, 1}, 0);
-  float beta = 0.0f;
-  if (bias.defined()) {
-    // Start C from the bias rows so GEMM adds into it (beta = 1): no separate bias pass.
-    out2.copy_(bias.detach().alias(out2.shape(), {0, bias.stride(0)}, bias.offset()));
-    beta = 1.0f;
+  const auto& registry = ops::KernelRegistry::instance();
+  if (bias.defined() && registry.has(ops::LinearBiasKernel::kName, x.device().kind)) {
+    registry.get<ops::LinearBiasKernel>(x.device().kind)(
+        gemm_operand(x2), gemm_operand(weight.detach()), bias.detach().contiguous(), out2);
+  } else {
+    float beta = 0.0f;
+    if (bias.defined()) {
+      // Start C from the bias rows so GEMM adds into it (beta = 1): no separate bias pass.
+      out2.copy_(bias.detach().alias(out2.shape(), {0, bias.stride(0)}, bias.offset()));
+      beta = 1.0f;
+    }
+    ops::kernel<ops::GemmKernel>(x.device())(gemm_operand(x2), false, gemm_operand(weight.detach()),
+                                             true, 1.0f, beta, out2);
   }
-  ops::kernel<ops::GemmKernel>(x.device())(gemm_operand(x2), false, gemm_operand(weight.detach()),
-                                           true, 1.0f, beta, out2);
   if (autograd::needs_grad({&x, &weight, &bias})) {
     const bool need_x = x.requires_grad(), need_w = weight.requires_grad();
     const bool need_b = bias.defined() && bias.requires_grad();

@@ -36,6 +36,13 @@ BRAID_KERNEL_SIGNATURE(SumKernel, "sum", const Tensor& x, double* sum, double* s
 // of its last two dims); c has unit stride in its last dim.
 BRAID_KERNEL_SIGNATURE(GemmKernel, "gemm", const Tensor& a, bool trans_a, const Tensor& b,
                        bool trans_b, float alpha, float beta, Tensor& c);
+// out = x W^T + bias, a linear layer's forward: x [M, K] and weight [N, K] each row- or
+// column-major, bias [N] dense, out [M, N] with unit stride in its last dim. Optional: where a
+// backend lacks it, linear fills out with the bias rows and adds a GemmKernel product (beta 1).
+// The CPU kernel hands the bias to oneDNN's matmul primitive where it runs the product, which
+// adds it while writing out instead of reading a prefilled out back.
+BRAID_KERNEL_SIGNATURE(LinearBiasKernel, "linear_bias", const Tensor& x, const Tensor& weight,
+                       const Tensor& bias, Tensor& out);
 
 BRAID_KERNEL_SIGNATURE(GeluForwardKernel, "gelu_forward", const Tensor& x, Tensor& y);
 BRAID_KERNEL_SIGNATURE(GeluBackwardKernel, "gelu_backward", const Tensor& x, const Tensor& dy,

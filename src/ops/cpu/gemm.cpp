@@ -1,4 +1,5 @@
-// CPU GEMM through the configured sgemm library; strided (transposed) views go in without copies.
+// CPU GEMM and a linear layer's forward product through the configured sgemm library; strided
+// (transposed) views go in without copies.
 #include "braid/ops/gemm_layout.h"
 #include "ops/cpu/cpu_kernels.h"
 #include "ops/cpu/sgemm_backend.h"
@@ -40,6 +41,21 @@ void gemm(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, float al
     row_major_sgemm(ma.transposed, mb.transposed, m, n, k, alpha, pa + oa, ma.ld, pb + ob, mb.ld,
                     beta, pc + oc, ldc);
   }
+}
+
+void linear_bias(const Tensor& x, const Tensor& weight, const Tensor& bias, Tensor& out) {
+  const int64_t m = out.size(0), n = out.size(1), k = x.size(1);
+  BRAID_CHECK(x.dim() == 2 && weight.dim() == 2 && out.dim() == 2 && x.size(0) == m &&
+                  weight.size(0) == n && weight.size(1) == k && bias.numel() == n &&
+                  bias.is_contiguous() && out.stride(1) == 1,
+              "linear_bias shapes do not chain: x {} weight {} bias {} -> out {} (bias dense, out "
+              "with unit stride in its last dim)",
+              x.str(), weight.str(), bias.str(), out.str());
+  const RowMajorOperand mx = as_row_major(m, k, x.stride(0), x.stride(1), false, "x");
+  const RowMajorOperand mw = as_row_major(n, k, weight.stride(0), weight.stride(1), true, "weight");
+  row_major_sgemm_bias(mx.transposed, mw.transposed, m, n, k, x.data<float>(), mx.ld,
+                       weight.data<float>(), mw.ld, bias.data<float>(), out.data<float>(),
+                       m > 1 ? out.stride(0) : std::max<int64_t>(n, 1));
 }
 
 }  // namespace braid::ops::cpu

@@ -15,8 +15,9 @@ bool matmul_primitive_suits(bool trans_a, bool trans_b, int64_t m, int64_t k, fl
                             float beta);
 
 // C = A B^T (beta 0) or C += A B^T (beta 1), row-major, through a matmul primitive created once
-// per shape, leading dimensions, beta and thread count.
+// per shape, leading dimensions, beta, bias or not and thread count. A bias (n values, beta 0
+// only) is added to every row by the primitive as it writes C.
 void onednn_matmul(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b,
-                   int64_t ldb, float beta, float* c, int64_t ldc);
+                   int64_t ldb, float beta, float* c, int64_t ldc, const float* bias = nullptr);
 
 }  // namespace braid::ops::cpu

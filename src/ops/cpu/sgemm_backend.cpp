@@ -6,6 +6,7 @@
 // thread pool.
 #include "ops/cpu/sgemm_backend.h"
 
+#include <cstring>
 #include <limits>
 #include <string>
 
@@ -81,6 +82,21 @@ void row_major_sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k
     return;
   }
   library_sgemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+
+void row_major_sgemm_bias(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
+                          const float* a, int64_t lda, const float* b, int64_t ldb,
+                          const float* bias, float* c, int64_t ldc) {
+  if (m == 0 || n == 0) return;
+#if BRAID_CPU_GEMM_ONEDNN
+  if (k > 0 && matmul_primitive_suits(trans_a, trans_b, m, k, 1.0f, 0.0f)) {
+    onednn_matmul(m, n, k, a, lda, b, ldb, 0.0f, c, ldc, bias);
+    return;
+  }
+#endif
+#pragma omp parallel for if (m * n > (1 << 16))
+  for (int64_t i = 0; i < m; ++i) std::memcpy(c + i * ldc, bias, n * sizeof(float));
+  row_major_sgemm(trans_a, trans_b, m, n, k, 1.0f, a, lda, b, ldb, 1.0f, c, ldc);
 }
 
 const char* sgemm_library() {

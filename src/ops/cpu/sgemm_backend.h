@@ -12,6 +12,13 @@ void row_major_sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k
                      const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c,
                      int64_t ldc);
 
+// C = op(A) op(B) + bias, the n bias values added to each of C's m rows. Where oneDNN's matmul
+// primitive takes the product (onednn_matmul.h) it adds the bias as it writes C; elsewhere C is
+// filled with the bias rows and the GEMM accumulates into it.
+void row_major_sgemm_bias(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
+                          const float* a, int64_t lda, const float* b, int64_t ldb,
+                          const float* bias, float* c, int64_t ldc);
+
 // The library that row_major_sgemm calls, for logs and benchmark tables ("oneDNN 2.6.3").
 const char* sgemm_library();
 

@@ -369,6 +369,80 @@ TEST(GemmKernel, ConcurrentForwardProductsAreIndependent) {
   }
 }
 
+// out = x W^T + bias on both of the CPU kernel's paths: the matmul primitive adding the bias
+// itself (few rows, long reduction, x row-major), and the bias rows filled in before a GEMM
+// that accumulates (many rows, a short reduction, a column-major x or weight). Every case
+// writes a slice of a NaN-filled wider buffer, which must stay NaN outside the slice.
+TEST(LinearBiasKernel, MatchesFloat64OnEveryPath) {
+  struct Case {
+    const char* name;
+    int64_t m, k, n;
+    bool x_column_major, w_column_major, primitive;
+  };
+  const Case cases[] = {{"primitive", 45, 600, 70, false, false, true},
+                        {"primitive, one row", 1, 512, 33, false, false, true},
+                        {"many rows", 600, 512, 20, false, false, false},
+                        {"short reduction", 45, 100, 70, false, false, false},
+                        {"column-major x", 45, 600, 70, true, false, false},
+                        {"column-major weight", 45, 600, 70, false, true, false}};
+  const auto linear_bias = ops::kernel<ops::LinearBiasKernel>(Device::cpu());
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    EXPECT_EQ(
+        ops::cpu::matmul_primitive_suits(c.x_column_major, !c.w_column_major, c.m, c.k, 1.0f, 0.0f),
+        c.primitive);
+    const Tensor x =
+        c.x_column_major ? transpose(randn({c.k, c.m}, 30), 0, 1) : randn({c.m, c.k}, 30);
+    const Tensor w =
+        c.w_column_major ? transpose(randn({c.k, c.n}, 31), 0, 1) : randn({c.n, c.k}, 31);
+    const Tensor bias = randn({c.n}, 32);
+    Tensor wide = Tensor::full({c.m, c.n + 9}, std::numeric_limits<float>::quiet_NaN());
+    Tensor out = narrow(wide, 1, 4, c.n);
+    linear_bias(x, w, bias, out);
+    const std::vector<double> xv = to_double(contiguous(x)), wv = to_double(contiguous(w));
+    std::vector<double> expected =
+        matmul_ref(1, c.m, c.k, c.n, dense(xv, c.m, c.k, false), transposed(wv, c.k, c.n, false));
+    const std::vector<double> bv = to_double(bias);
+    for (int64_t i = 0; i < c.m; ++i)
+      for (int64_t j = 0; j < c.n; ++j) expected[i * c.n + j] += bv[j];
+    // K <= 600 sums of O(1) products: fp32 error ~ sqrt(K) * 6e-8 * 25 ~ 4e-5 absolute.
+    expect_close(contiguous(out), expected, 1e-5, 2e-4);
+    const std::vector<double> around = to_double(wide);
+    for (int64_t i = 0; i < c.m; ++i)
+      for (int64_t j = 0; j < c.n + 9; ++j)
+        if (j < 4 || j >= 4 + c.n)
+          ASSERT_TRUE(std::isnan(around[i * (c.n + 9) + j])) << i << ", " << j;
+  }
+}
+
+// A GPT-sized layer (256 rows of 768 features, the primitive's path) through linear, forward
+// and every gradient, against float64.
+TEST(Linear, PrimitiveShapeWithBiasAndGradients) {
+  const int64_t rows = 256, in = 768, out_features = 96;
+  Tensor x = randn({4, 64, in}, 40).set_requires_grad(true);
+  Tensor w = randn({out_features, in}, 41, 0.05f).set_requires_grad(true);
+  Tensor b = randn({out_features}, 42).set_requires_grad(true);
+  Tensor y = linear(x, w, b);
+  const std::vector<double> xv = to_double(x), wv = to_double(w), bv = to_double(b);
+  expect_close(y, linear_ref(xv, wv, &bv, rows, in, out_features), 1e-5, 1e-4);
+  const Tensor dy = randn({4, 64, out_features}, 43);
+  y.backward(dy);
+  const std::vector<double> g = to_double(dy);
+  std::vector<double> dx(rows * in, 0.0), dw(out_features * in, 0.0), db(out_features, 0.0);
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t o = 0; o < out_features; ++o) {
+      const double go = g[r * out_features + o];
+      db[o] += go;
+      for (int64_t i = 0; i < in; ++i) {
+        dx[r * in + i] += go * wv[o * in + i];
+        dw[o * in + i] += go * xv[r * in + i];
+      }
+    }
+  expect_close(x.grad(), dx, 1e-5, 1e-4);
+  expect_close(w.grad(), dw, 1e-5, 1e-3);
+  expect_close(b.grad(), db, 1e-5, 1e-3);
+}
+
 TEST(Matmul, ShapeErrorsNameTheShapes) {
   EXPECT_ERROR_CONTAINS(matmul(randn({3, 4}, 1), randn({5, 6}, 2)), "inner dimensions 4 and 5");
   EXPECT_ERROR_CONTAINS(matmul(randn({2, 3, 4}, 1), randn({3, 4, 5}, 2)),
