@@ -177,18 +177,22 @@ void DataParallel::step(float lr, float grad_scale) {
   autograd::NoGradGuard no_grad;
   const auto& adamw = dynamic_cast<optim::AdamW&>(*optimizer_).options();
   ++step_;
-  // This rank's segments, updated in one call (views into the flat buffers, four per segment).
-  std::vector<Tensor> views;
-  views.reserve(4 * segments_.size());
+  // This rank's segments, updated in one call: each as views into the flat buffers, which stay
+  // in `views` (reserved, so the updates' pointers into it stay valid) until the call returns.
+  struct SegmentViews {
+    Tensor param, grad, exp_avg, exp_avg_sq;
+  };
+  std::vector<SegmentViews> views;
+  views.reserve(segments_.size());
   std::vector<ops::AdamWUpdate> updates;
   for (const Segment& s : segments_) {
-    views.push_back(flat_params_.narrow(0, s.flat_begin, s.length));
-    views.push_back(shard_grads_.narrow(0, s.shard_begin, s.length));
-    views.push_back(exp_avg_.narrow(0, s.shard_begin, s.length));
-    views.push_back(exp_avg_sq_.narrow(0, s.shard_begin, s.length));
-    Tensor* v = &views[views.size() - 4];
+    SegmentViews& v =
+        views.emplace_back(SegmentViews{flat_params_.narrow(0, s.flat_begin, s.length),
+                                        shard_grads_.narrow(0, s.shard_begin, s.length),
+                                        exp_avg_.narrow(0, s.shard_begin, s.length),
+                                        exp_avg_sq_.narrow(0, s.shard_begin, s.length)});
     updates.push_back(
-        {&v[0], &v[1], &v[2], &v[3],
+        {&v.param, &v.grad, &v.exp_avg, &v.exp_avg_sq,
          ops::AdamWHyper{lr, adamw.beta1, adamw.beta2, adamw.eps, weight_decay_[s.param], step_}});
   }
   ops::kernel<ops::AdamWGroupKernel>(Device::cpu())(updates, grad_scale);
