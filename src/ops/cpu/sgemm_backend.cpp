@@ -11,6 +11,7 @@
 #include <string>
 
 #include "braid/core/error.h"
+#include "ops/cpu/split_gemm.h"
 
 #if BRAID_CPU_GEMM_ONEDNN
 #include <oneapi/dnnl/dnnl.h>
@@ -68,6 +69,43 @@ std::string library_name() {
 
 #endif
 
+// One chunk of a split product, or a whole product, on the library. A bias (beta 0 only) is
+// added by the matmul primitive where it takes the product, and is otherwise filled into C's rows
+// for the GEMM to accumulate onto.
+void library_sgemm_bias(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+                        const float* a, int64_t lda, const float* b, int64_t ldb, float beta,
+                        float* c, int64_t ldc, const float* bias) {
+  if (!bias) {
+    library_sgemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    return;
+  }
+  BRAID_CHECK(beta == 0.0f, "a GEMM adds a bias only with beta = 0, not {}", beta);
+#if BRAID_CPU_GEMM_ONEDNN
+  if (matmul_primitive_suits(trans_a, trans_b, m, k, alpha, beta)) {
+    onednn_matmul(m, n, k, a, lda, b, ldb, 0.0f, c, ldc, bias);
+    return;
+  }
+#endif
+#pragma omp parallel for if (m * n > (1 << 16))
+  for (int64_t i = 0; i < m; ++i) std::memcpy(c + i * ldc, bias, n * sizeof(float));
+  library_sgemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, 1.0f, c, ldc);
+}
+
+// The product, cut into chunks for the threads where it is vocabulary-sized (split_gemm.h).
+// Products the matmul primitive takes stay whole: it spreads its own work over the threads, and
+// cut into single-threaded chunks it was no faster (docs/performance.md).
+void split_or_whole_sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+                          const float* a, int64_t lda, const float* b, int64_t ldb, float beta,
+                          float* c, int64_t ldc, const float* bias) {
+#if BRAID_CPU_GEMM_ONEDNN
+  const bool whole = matmul_primitive_suits(trans_a, trans_b, m, k, alpha, beta);
+#else
+  const bool whole = false;
+#endif
+  run_split_gemm(whole ? GemmSplit{} : plan_gemm_split(m, n, k), library_sgemm_bias, trans_a,
+                 trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, bias);
+}
+
 }  // namespace
 
 void row_major_sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
@@ -81,22 +119,18 @@ void row_major_sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k
       for (int64_t j = 0; j < n; ++j) c[i * ldc + j] = beta == 0.0f ? 0.0f : beta * c[i * ldc + j];
     return;
   }
-  library_sgemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+  split_or_whole_sgemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, nullptr);
 }
 
 void row_major_sgemm_bias(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
                           const float* a, int64_t lda, const float* b, int64_t ldb,
                           const float* bias, float* c, int64_t ldc) {
   if (m == 0 || n == 0) return;
-#if BRAID_CPU_GEMM_ONEDNN
-  if (k > 0 && matmul_primitive_suits(trans_a, trans_b, m, k, 1.0f, 0.0f)) {
-    onednn_matmul(m, n, k, a, lda, b, ldb, 0.0f, c, ldc, bias);
+  if (k == 0) {
+    for (int64_t i = 0; i < m; ++i) std::memcpy(c + i * ldc, bias, n * sizeof(float));
     return;
   }
-#endif
-#pragma omp parallel for if (m * n > (1 << 16))
-  for (int64_t i = 0; i < m; ++i) std::memcpy(c + i * ldc, bias, n * sizeof(float));
-  row_major_sgemm(trans_a, trans_b, m, n, k, 1.0f, a, lda, b, ldb, 1.0f, c, ldc);
+  split_or_whole_sgemm(trans_a, trans_b, m, n, k, 1.0f, a, lda, b, ldb, 0.0f, c, ldc, bias);
 }
 
 const char* sgemm_library() {

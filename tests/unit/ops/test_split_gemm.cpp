@@ -1,0 +1,224 @@
+// Vocabulary-sized GEMMs cut into chunks for the threads (src/ops/cpu/split_gemm.h): the cut
+// rule, every cut against float64 on slices of wider matrices, and bitwise the same result on
+// any thread count.
+#include <omp.h>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "ops/cpu/onednn_matmul.h"
+#include "ops/cpu/sgemm_backend.h"
+#include "ops/cpu/split_gemm.h"
+
+namespace braid::testing {
+namespace {
+
+using ops::cpu::GemmSplit;
+using ops::cpu::plan_gemm_split;
+using Axis = GemmSplit::Axis;
+
+TEST(SplitGemm, CutsOnlyVocabularySizedProductsAlongTheirLongestDimension) {
+  // GPT-2 124M's LM head at 256 tokens: the forward X E^T (m 256, n 50304, k 768), the input
+  // gradient dL E (k 50304) and the embedding gradient dL^T X (m 50304).
+  const GemmSplit forward = plan_gemm_split(256, 50304, 768);
+  EXPECT_EQ(forward.axis, Axis::columns);
+  EXPECT_EQ(forward.length, 50304);
+  EXPECT_EQ(forward.chunk, 3200);
+  EXPECT_EQ(forward.count(), 16);
+  EXPECT_EQ(plan_gemm_split(256, 768, 50304).axis, Axis::reduction);
+  EXPECT_EQ(plan_gemm_split(50304, 768, 256).axis, Axis::rows);
+  // A transformer block's products stay whole, and so does anything below the threshold.
+  EXPECT_EQ(plan_gemm_split(256, 3072, 768).axis, Axis::none);
+  EXPECT_EQ(plan_gemm_split(16383, 4, 4).axis, Axis::none);
+  EXPECT_EQ(plan_gemm_split(4, 16384, 4).axis, Axis::columns);
+  // A reduction cut needs one m x n partial product per chunk; past the limit it stays whole.
+  EXPECT_EQ(plan_gemm_split(512, 1024, 50304).axis, Axis::reduction);
+  EXPECT_EQ(plan_gemm_split(1024, 1024, 50304).axis, Axis::none);
+  for (const int64_t length : {int64_t{16384}, int64_t{16385}, int64_t{50257}, int64_t{1} << 20}) {
+    SCOPED_TRACE(::testing::Message() << "length " << length);
+    const GemmSplit split = plan_gemm_split(length, 8, 8);
+    EXPECT_EQ(split.chunk % 64, 0);
+    EXPECT_LE(split.count(), 16);
+    EXPECT_GE(split.count() * split.chunk, length);
+    EXPECT_LT((split.count() - 1) * split.chunk, length);  // no empty chunk
+  }
+}
+
+// A row-major matrix inside a wider one, so that its leading dimension exceeds its width and
+// any write outside it shows.
+struct Slice {
+  int64_t rows, cols, ld;
+  std::vector<float> data;
+  float at(int64_t i, int64_t j) const { return data[i * ld + j]; }
+};
+
+Slice random_slice(int64_t rows, int64_t cols, uint32_t seed) {
+  Slice s{rows, cols, cols + 5, {}};
+  std::mt19937 gen(seed);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  s.data.resize(static_cast<size_t>(rows * s.ld));
+  for (float& v : s.data) v = dist(gen);
+  return s;
+}
+
+struct Product {
+  std::string name;
+  int64_t m, n, k;
+  bool trans_a, trans_b;
+  Axis expected_axis;
+};
+
+// Every cut and every operand orientation it meets; each product is small in its other two
+// dimensions so that the float64 reference stays quick.
+const Product kProducts[] = {
+    {"rows, A^T B", 16500, 24, 40, true, false, Axis::rows},
+    {"rows, A B^T", 16500, 20, 36, false, true, Axis::rows},
+    {"columns, A B^T", 6, 16400, 48, false, true, Axis::columns},
+    {"columns, A B", 5, 16450, 30, false, false, Axis::columns},
+    {"reduction, A B", 5, 7, 17000, false, false, Axis::reduction},
+    {"reduction, A^T B^T", 6, 4, 16600, true, true, Axis::reduction},
+};
+
+struct Operands {
+  Slice a, b;  // as stored: A is k x m when transposed, B is n x k when transposed
+  Slice c;     // C, NaN outside the product's m x n corner
+};
+
+Operands make_operands(const Product& p, uint32_t seed) {
+  Operands o{random_slice(p.trans_a ? p.k : p.m, p.trans_a ? p.m : p.k, seed),
+             random_slice(p.trans_b ? p.n : p.k, p.trans_b ? p.k : p.n, seed + 1),
+             random_slice(p.m, p.n, seed + 2)};
+  return o;
+}
+
+// C = alpha op(A) op(B) + beta C (+ bias) through row_major_sgemm or row_major_sgemm_bias.
+void run(const Product& p, Operands& o, float alpha, float beta, const std::vector<float>* bias) {
+  if (bias) {
+    ops::cpu::row_major_sgemm_bias(p.trans_a, p.trans_b, p.m, p.n, p.k, o.a.data.data(), o.a.ld,
+                                   o.b.data.data(), o.b.ld, bias->data(), o.c.data.data(), o.c.ld);
+  } else {
+    ops::cpu::row_major_sgemm(p.trans_a, p.trans_b, p.m, p.n, p.k, alpha, o.a.data.data(), o.a.ld,
+                              o.b.data.data(), o.b.ld, beta, o.c.data.data(), o.c.ld);
+  }
+}
+
+// Checks C against float64. Each element's tolerance is a rounding estimate for its own sum:
+// 4 sqrt(k) 2^-24 sum_p |a_ip b_pj|, well below what one missing or repeated chunk would shift.
+void expect_matches_float64(const Product& p, const Operands& o, const Slice& c_before, float alpha,
+                            float beta, const std::vector<float>* bias) {
+  const double unit = 4.0 * std::sqrt(static_cast<double>(p.k)) * std::ldexp(1.0, -24);
+  int64_t failures = 0;
+  for (int64_t i = 0; i < p.m && failures < 5; ++i)
+    for (int64_t j = 0; j < p.n && failures < 5; ++j) {
+      double sum = 0, magnitude = 0;
+      for (int64_t q = 0; q < p.k; ++q) {
+        const double x = p.trans_a ? o.a.at(q, i) : o.a.at(i, q);
+        const double y = p.trans_b ? o.b.at(j, q) : o.b.at(q, j);
+        sum += x * y;
+        magnitude += std::abs(x * y);
+      }
+      double expected = alpha * sum;
+      if (beta != 0.0f) expected += beta * static_cast<double>(c_before.at(i, j));
+      if (bias) expected += (*bias)[j];
+      const double tolerance = unit * std::abs(alpha) * magnitude + 1e-6;
+      if (!(std::abs(o.c.at(i, j) - expected) <= tolerance)) {
+        ADD_FAILURE() << "C(" << i << ", " << j << ") = " << o.c.at(i, j) << ", float64 "
+                      << expected << ", tolerance " << tolerance;
+        ++failures;
+      }
+    }
+  for (int64_t i = 0; i < p.m; ++i)
+    for (int64_t j = p.n; j < o.c.ld; ++j)
+      ASSERT_EQ(std::memcmp(&o.c.data[i * o.c.ld + j], &c_before.data[i * o.c.ld + j], 4), 0)
+          << "GEMM wrote outside its output slice at (" << i << ", " << j << ")";
+}
+
+TEST(SplitGemm, EveryCutMatchesFloat64WithBothBetasAndABias) {
+  uint32_t seed = 100;
+  for (const Product& p : kProducts) {
+    SCOPED_TRACE(p.name);
+    ASSERT_EQ(plan_gemm_split(p.m, p.n, p.k).axis, p.expected_axis);
+    Operands o = make_operands(p, seed += 10);
+    std::vector<float> bias(static_cast<size_t>(p.n));
+    for (int64_t j = 0; j < p.n; ++j) bias[j] = 0.01f * static_cast<float>(j % 97) - 0.5f;
+    {
+      SCOPED_TRACE("beta 0 over NaN, alpha 0.75");
+      for (int64_t i = 0; i < p.m; ++i)
+        for (int64_t j = 0; j < p.n; ++j)
+          o.c.data[i * o.c.ld + j] = std::numeric_limits<float>::quiet_NaN();
+      const Slice before = o.c;
+      run(p, o, 0.75f, 0.0f, nullptr);
+      expect_matches_float64(p, o, before, 0.75f, 0.0f, nullptr);
+    }
+    {
+      SCOPED_TRACE("beta 1, alpha -1.5");
+      const Slice before = o.c;
+      run(p, o, -1.5f, 1.0f, nullptr);
+      expect_matches_float64(p, o, before, -1.5f, 1.0f, nullptr);
+    }
+    {
+      SCOPED_TRACE("bias");
+      const Slice before = o.c;
+      run(p, o, 1.0f, 0.0f, &bias);
+      expect_matches_float64(p, o, before, 1.0f, 0.0f, &bias);
+    }
+  }
+}
+
+// The chunks are handed out in whatever order the threads free up, yet every thread count
+// gives the same bits: the cut depends on the shape alone and partial products are added in
+// chunk order.
+TEST(SplitGemm, BitwiseTheSameOnOneTwoAndThreeThreads) {
+  const int saved_threads = omp_get_max_threads();
+  uint32_t seed = 300;
+  for (const Product& p : kProducts) {
+    SCOPED_TRACE(p.name);
+    const Operands start = make_operands(p, seed += 10);
+    std::vector<std::vector<float>> results;
+    for (const int threads : {1, 2, 3}) {
+      omp_set_num_threads(threads);
+      for (int repeat = 0; repeat < 2; ++repeat) {
+        Operands o = start;
+        run(p, o, 1.0f, 1.0f, nullptr);
+        results.push_back(o.c.data);
+      }
+    }
+    for (size_t r = 1; r < results.size(); ++r)
+      EXPECT_EQ(std::memcmp(results[r].data(), results[0].data(), results[0].size() * 4), 0)
+          << "run " << r << " (threads " << 1 + r / 2 << ") differs from the 1-thread run";
+  }
+  omp_set_num_threads(saved_threads);
+}
+
+// A caller's own parallel region may call a product that oneDNN's matmul primitive takes (the
+// split never hands it one, but a user's training loop may). Each thread then runs it alone and
+// must still compute all of it, also with a primitive that was created outside the region.
+TEST(SplitGemm, MatmulPrimitiveInsideACallersParallelRegion) {
+  const Product p{"primitive", 64, 96, 512, false, true, Axis::none};
+  ASSERT_TRUE(ops::cpu::matmul_primitive_suits(p.trans_a, p.trans_b, p.m, p.k, 1.0f, 0.0f));
+  std::vector<Operands> per_thread = {make_operands(p, 500), make_operands(p, 510)};
+  const std::vector<Slice> before = {per_thread[0].c, per_thread[1].c};
+  // The same product outside a region first, so that a primitive planned for all threads exists.
+  Operands outside = make_operands(p, 520);
+  const Slice outside_before = outside.c;
+  run(p, outside, 1.0f, 0.0f, nullptr);
+  expect_matches_float64(p, outside, outside_before, 1.0f, 0.0f, nullptr);
+#pragma omp parallel num_threads(2)
+  {
+    for (int t = omp_get_thread_num(); t < 2; t += omp_get_num_threads())
+      run(p, per_thread[t], 1.0f, 0.0f, nullptr);
+  }
+  for (int t = 0; t < 2; ++t) {
+    SCOPED_TRACE(::testing::Message() << "thread " << t);
+    expect_matches_float64(p, per_thread[t], before[t], 1.0f, 0.0f, nullptr);
+  }
+}
+
+}  // namespace
+}  // namespace braid::testing
