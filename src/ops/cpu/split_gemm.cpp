@@ -3,7 +3,9 @@
 
 #include <algorithm>
 #include <atomic>
-#include <memory>
+#include <exception>
+#include <mutex>
+#include <utility>
 
 #include "braid/core/allocator.h"
 
@@ -25,12 +27,25 @@ struct PartialProducts {
   float* data;
 };
 
-// Calls chunk(i) for every i in [0, count), each on whichever thread asks next.
+// Calls chunk(i) for every i in [0, count), each on whichever thread asks next. An exception
+// must not leave an OpenMP region (it would terminate the process), so the first one stops the
+// hand-out and is rethrown to the caller once the threads have joined.
 template <typename Chunk>
 void for_each_chunk_as_threads_free_up(int64_t count, const Chunk& chunk) {
   std::atomic<int64_t> next{0};
+  std::mutex failure_mutex;
+  std::exception_ptr failure;
 #pragma omp parallel
-  for (int64_t i = next.fetch_add(1); i < count; i = next.fetch_add(1)) chunk(i);
+  for (int64_t i = next.fetch_add(1); i < count; i = next.fetch_add(1)) {
+    try {
+      chunk(i);
+    } catch (...) {
+      std::lock_guard<std::mutex> lock(failure_mutex);
+      if (!failure) failure = std::current_exception();
+      next.store(count);
+    }
+  }
+  if (failure) std::rethrow_exception(failure);
 }
 
 }  // namespace

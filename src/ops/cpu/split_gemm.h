@@ -28,22 +28,23 @@ inline constexpr int64_t kMinSplitLength = 16384;
 // would cost more memory traffic than the balance gains, and the product stays whole.
 inline constexpr int64_t kMaxReductionSplitOutput = int64_t{1} << 19;
 
-// The cut for an m x n x k product. It depends on the shape alone, never on the thread count, so
-// a run gives bitwise the same result on any number of threads: none unless the longest
-// dimension reaches kMinSplitLength; otherwise along it, in ~16 chunks whose length is a
-// multiple of 64.
+// The cut for an m x n x k product: none unless the longest dimension reaches kMinSplitLength;
+// otherwise along it, in ~16 chunks whose length is a multiple of 64. It depends on the shape
+// alone, never on the thread count, so a cut product comes out bitwise the same on any number of
+// threads.
 GemmSplit plan_gemm_split(int64_t m, int64_t n, int64_t k);
 
-// One chunk's product on the calling thread alone: row_major_sgemm's arguments, plus a bias (n
-// values added to every row of C; null for none, and only with beta = 0).
+// One chunk's product: row_major_sgemm's arguments, plus a bias (n values added to every row of
+// C; null for none, and only with beta = 0). It runs on the calling thread alone, since libgomp
+// gives a parallel region opened inside another one a single thread.
 using ChunkGemm = void (*)(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
                            const float* a, int64_t lda, const float* b, int64_t ldb, float beta,
                            float* c, int64_t ldc, const float* bias);
 
 // Runs the product chunk by chunk on the caller's OpenMP threads, each taking the next chunk
-// when it finishes one. Which thread takes which chunk does not change the result: row and
-// column chunks write disjoint parts of C, and reduction chunks write partial products of their
-// own, which are then added in chunk order.
+// when it finishes one; an exception from a chunk reaches the caller. Which thread takes which
+// chunk does not change the result: row and column chunks write disjoint parts of C, and reduction
+// chunks write partial products of their own, which are then added in chunk order.
 void run_split_gemm(const GemmSplit& split, ChunkGemm gemm, bool trans_a, bool trans_b, int64_t m,
                     int64_t n, int64_t k, float alpha, const float* a, int64_t lda, const float* b,
                     int64_t ldb, float beta, float* c, int64_t ldc, const float* bias);

@@ -3,15 +3,19 @@
 // any thread count.
 #include <omp.h>
 
+#include <atomic>
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <limits>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <gtest/gtest.h>
 
+#include "braid/core/error.h"
 #include "ops/cpu/onednn_matmul.h"
 #include "ops/cpu/sgemm_backend.h"
 #include "ops/cpu/split_gemm.h"
@@ -194,6 +198,33 @@ TEST(SplitGemm, BitwiseTheSameOnOneTwoAndThreeThreads) {
           << "run " << r << " (threads " << 1 + r / 2 << ") differs from the 1-thread run";
   }
   omp_set_num_threads(saved_threads);
+}
+
+// A chunk that fails (the library rejecting its arguments, say) must surface as the caller's
+// error, not terminate the process from inside the OpenMP region; the other chunks stop.
+std::atomic<int> g_chunks_run{0};
+void gemm_failing_on_third_chunk(bool, bool, int64_t, int64_t, int64_t, float, const float*,
+                                 int64_t, const float*, int64_t, float, float*, int64_t,
+                                 const float*) {
+  if (g_chunks_run.fetch_add(1) == 2) throw Error("chunk three failed");
+  // Each chunk takes a while, as a real one does, so that the others cannot all be handed out
+  // while the exception is being thrown.
+  std::this_thread::sleep_for(std::chrono::milliseconds(10));
+}
+
+TEST(SplitGemm, AnErrorInOneChunkReachesTheCaller) {
+  const GemmSplit split = plan_gemm_split(4, 50304, 8);
+  ASSERT_EQ(split.count(), 16);
+  g_chunks_run = 0;
+  std::vector<float> a(4 * 8), b(8 * 50304), c(4 * 50304);
+  try {
+    ops::cpu::run_split_gemm(split, gemm_failing_on_third_chunk, false, false, 4, 50304, 8, 1.0f,
+                             a.data(), 8, b.data(), 50304, 0.0f, c.data(), 50304, nullptr);
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_STREQ(e.what(), "chunk three failed");
+  }
+  EXPECT_LT(g_chunks_run.load(), 16) << "the hand-out went on after the failure";
 }
 
 // A caller's own parallel region may call a product that oneDNN's matmul primitive takes (the
