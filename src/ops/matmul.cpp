@@ -27,17 +27,44 @@ Tensor gemm(const Tensor& a, bool ta, const Tensor& b, bool tb, Shape out_shape)
   return c;
 }
 
-// The gradient op(a) @ op(b) of `leaf`: added straight into its .grad (GEMM with beta = 1), or
-// written over a .grad that zero_grad left stale (beta = 0), when the engine allows; else
-// returned for it to add.
-Tensor gemm_grad(const Tensor& a, bool ta, const Tensor& b, bool tb, const Tensor& leaf,
-                 Shape out_shape) {
+// Where a GEMM puts the gradient of `leaf`: straight into its .grad (beta = 1 adds to it) or
+// over a .grad that zero_grad left stale (beta = 0), when the engine allows; else into a new
+// tensor that is returned for the engine to add.
+struct GradTarget {
+  Tensor c;
+  float beta = 0.0f;
+  bool returned = true;
+
+  Tensor result() const { return returned ? c : Tensor(); }
+};
+
+GradTarget grad_target(const Tensor& leaf, Shape shape, const Device& device) {
   bool overwrite = false;
   Tensor target = autograd::direct_grad(leaf, &overwrite);
-  if (!target.defined()) return gemm(a, ta, b, tb, std::move(out_shape));
+  if (target.defined()) return {target, overwrite ? 0.0f : 1.0f, false};
+  return {Tensor::empty(std::move(shape), DType::f32, device), 0.0f, true};
+}
+
+// The gradient op(a) @ op(b) of `leaf` (grad_target says where it goes).
+Tensor gemm_grad(const Tensor& a, bool ta, const Tensor& b, bool tb, const Tensor& leaf,
+                 Shape out_shape) {
+  GradTarget target = grad_target(leaf, std::move(out_shape), a.device());
   ops::kernel<ops::GemmKernel>(a.device())(gemm_operand(a), ta, gemm_operand(b), tb, 1.0f,
-                                           overwrite ? 0.0f : 1.0f, target);
-  return Tensor();
+                                           target.beta, target.c);
+  return target.result();
+}
+
+// A linear layer's input gradient dY W and weight gradient dY^T X through one GemmPairKernel
+// call: {dX, the weight's gradient or an undefined tensor when it went into its .grad}.
+std::pair<Tensor, Tensor> linear_grads_as_pair(const ops::GemmPairKernel::Fn pair, const Tensor& g2,
+                                               const Tensor& x2, const Tensor& weight,
+                                               const Tensor& weight_leaf) {
+  const int64_t in = weight.size(1), out_features = weight.size(0);
+  Tensor dy = gemm_operand(g2), w = gemm_operand(weight), x = gemm_operand(x2);
+  Tensor dx = Tensor::empty({g2.size(0), in}, DType::f32, g2.device());
+  GradTarget dw = grad_target(weight_leaf, {out_features, in}, g2.device());
+  pair({&dy, false, &w, false, 1.0f, 0.0f, &dx}, {&dy, true, &x, false, 1.0f, dw.beta, &dw.c});
+  return {dx, dw.result()};
 }
 
 // Only a leaf's gradient can be added into its .grad; other inputs keep no handle.
@@ -132,10 +159,19 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
          bias_leaf = leaf_or_none(bias, need_b)](const std::vector<Tensor>& g) {
           Tensor g2 = reshape(g[0], {-1, out_features});
           std::vector<Tensor> grads(has_bias ? 3 : 2);
-          if (need_x)
-            grads[0] = reshape(gemm(g2, false, saved_w, false, {g2.size(0), in}), in_shape);
-          if (need_w)
-            grads[1] = gemm_grad(g2, true, saved_x, false, weight_leaf, {out_features, in});
+          const auto& registry = ops::KernelRegistry::instance();
+          if (need_x && need_w && registry.has(ops::GemmPairKernel::kName, g2.device().kind)) {
+            auto [dx, dw] =
+                linear_grads_as_pair(registry.get<ops::GemmPairKernel>(g2.device().kind), g2,
+                                     saved_x, saved_w, weight_leaf);
+            grads[0] = reshape(dx, in_shape);
+            grads[1] = dw;
+          } else {
+            if (need_x)
+              grads[0] = reshape(gemm(g2, false, saved_w, false, {g2.size(0), in}), in_shape);
+            if (need_w)
+              grads[1] = gemm_grad(g2, true, saved_x, false, weight_leaf, {out_features, in});
+          }
           if (need_b) {
             Tensor target = autograd::direct_grad(bias_leaf);
             if (target.defined())  // the column sums are added into out

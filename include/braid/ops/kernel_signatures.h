@@ -43,6 +43,20 @@ BRAID_KERNEL_SIGNATURE(GemmKernel, "gemm", const Tensor& a, bool trans_a, const 
 // adds it while writing out instead of reading a prefilled out back.
 BRAID_KERNEL_SIGNATURE(LinearBiasKernel, "linear_bias", const Tensor& x, const Tensor& weight,
                        const Tensor& bias, Tensor& out);
+// Two independent GemmKernel products, as a linear layer's backward has (its input and weight
+// gradients). Optional: where a backend lacks it, linear makes two GemmKernel calls. The CPU
+// kernel on two threads runs each product whole on its own thread, both at once.
+struct GemmProduct {
+  const Tensor* a;
+  bool trans_a;
+  const Tensor* b;
+  bool trans_b;
+  float alpha;
+  float beta;
+  Tensor* c;
+};
+BRAID_KERNEL_SIGNATURE(GemmPairKernel, "gemm_pair", const GemmProduct& first,
+                       const GemmProduct& second);
 
 BRAID_KERNEL_SIGNATURE(GeluForwardKernel, "gelu_forward", const Tensor& x, Tensor& y);
 BRAID_KERNEL_SIGNATURE(GeluBackwardKernel, "gelu_backward", const Tensor& x, const Tensor& dy,

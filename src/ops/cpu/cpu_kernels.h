@@ -13,6 +13,7 @@ void sum(const Tensor& x, double* sum, double* sum_squares);
 void gemm(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, float alpha, float beta,
           Tensor& c);
 void linear_bias(const Tensor& x, const Tensor& weight, const Tensor& bias, Tensor& out);
+void gemm_pair(const GemmProduct& first, const GemmProduct& second);
 
 void gelu_forward(const Tensor& x, Tensor& y);
 void gelu_backward(const Tensor& x, const Tensor& dy, Tensor& dx);

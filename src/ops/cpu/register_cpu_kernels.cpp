@@ -12,6 +12,7 @@ void register_cpu_kernels(KernelRegistry& r) {
   r.add<SumKernel>(kCpu, cpu::sum);
   r.add<GemmKernel>(kCpu, cpu::gemm);
   r.add<LinearBiasKernel>(kCpu, cpu::linear_bias);
+  r.add<GemmPairKernel>(kCpu, cpu::gemm_pair);
   r.add<GeluForwardKernel>(kCpu, cpu::gelu_forward);
   r.add<GeluBackwardKernel>(kCpu, cpu::gelu_backward);
   r.add<SoftmaxForwardKernel>(kCpu, cpu::softmax_forward);

@@ -27,11 +27,11 @@ struct PartialProducts {
   float* data;
 };
 
-// Calls chunk(i) for every i in [0, count), each on whichever thread asks next. An exception
-// must not leave an OpenMP region (it would terminate the process), so the first one stops the
-// hand-out and is rethrown to the caller once the threads have joined.
-template <typename Chunk>
-void for_each_chunk_as_threads_free_up(int64_t count, const Chunk& chunk) {
+}  // namespace
+
+// An exception must not leave an OpenMP region (it would terminate the process), so the first
+// one stops the hand-out and is rethrown to the caller once the threads have joined.
+void for_each_chunk_as_threads_free_up(int64_t count, const std::function<void(int64_t)>& chunk) {
   std::atomic<int64_t> next{0};
   std::mutex failure_mutex;
   std::exception_ptr failure;
@@ -47,8 +47,6 @@ void for_each_chunk_as_threads_free_up(int64_t count, const Chunk& chunk) {
   }
   if (failure) std::rethrow_exception(failure);
 }
-
-}  // namespace
 
 GemmSplit plan_gemm_split(int64_t m, int64_t n, int64_t k) {
   const int64_t longest = std::max({m, n, k});

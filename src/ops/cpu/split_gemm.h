@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 
 namespace braid::ops::cpu {
 
@@ -33,6 +34,10 @@ inline constexpr int64_t kMaxReductionSplitOutput = int64_t{1} << 19;
 // alone, never on the thread count, so a cut product comes out bitwise the same on any number of
 // threads.
 GemmSplit plan_gemm_split(int64_t m, int64_t n, int64_t k);
+
+// Calls chunk(i) for every i in [0, count) on the caller's OpenMP threads, each taking the next
+// i when it finishes one. The first exception from a chunk stops the hand-out and is rethrown.
+void for_each_chunk_as_threads_free_up(int64_t count, const std::function<void(int64_t)>& chunk);
 
 // One chunk's product: row_major_sgemm's arguments, plus a bias (n values added to every row of
 // C; null for none, and only with beta = 0). It runs on the calling thread alone, since libgomp
