@@ -56,7 +56,7 @@ Tensor gemm_grad(const Tensor& a, bool ta, const Tensor& b, bool tb, const Tenso
 
 // A linear layer's input gradient dY W and weight gradient dY^T X through one GemmPairKernel
 // call: {dX, the weight's gradient or an undefined tensor when it went into its .grad}.
-std::pair<Tensor, Tensor> linear_grads_as_pair(const ops::GemmPairKernel::Fn pair, const Tensor& g2,
+std::pair<Tensor, Tensor> linear_grads_as_pair(ops::GemmPairKernel::Fn pair, const Tensor& g2,
                                                const Tensor& x2, const Tensor& weight,
                                                const Tensor& weight_leaf) {
   const int64_t in = weight.size(1), out_features = weight.size(0);

@@ -1,5 +1,5 @@
-// CPU GEMM and a linear layer's forward product through the configured sgemm library; strided
-// (transposed) views go in without copies.
+// CPU GEMM, a linear layer's forward product and its pair of gradient products through the
+// configured sgemm library; strided (transposed) views go in without copies.
 #include <omp.h>
 
 #include "braid/ops/gemm_layout.h"
