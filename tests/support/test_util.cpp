@@ -102,6 +102,31 @@ std::string index_str(const Shape& shape, int64_t flat) {
   return shape_str(idx);
 }
 
+Reader dense(const std::vector<double>& v, int64_t rows, int64_t cols, bool batched) {
+  return [&v, rows, cols, batched](int64_t b, int64_t i, int64_t j) {
+    return v[(batched ? b * rows * cols : 0) + i * cols + j];
+  };
+}
+
+Reader transposed(const std::vector<double>& v, int64_t rows, int64_t cols, bool batched) {
+  return [&v, rows, cols, batched](int64_t b, int64_t i, int64_t j) {
+    return v[(batched ? b * rows * cols : 0) + j * rows + i];
+  };
+}
+
+std::vector<double> matmul_ref(int64_t batches, int64_t m, int64_t k, int64_t n, const Reader& a,
+                               const Reader& b) {
+  std::vector<double> c(static_cast<size_t>(batches * m * n), 0.0);
+  for (int64_t bi = 0; bi < batches; ++bi)
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j) {
+        double acc = 0;
+        for (int64_t p = 0; p < k; ++p) acc += a(bi, i, p) * b(bi, p, j);
+        c[(bi * m + i) * n + j] = acc;
+      }
+  return c;
+}
+
 ::testing::AssertionResult all_close(const std::vector<double>& actual,
                                      const std::vector<double>& expected, double rtol, double atol,
                                      const Shape& shape) {

@@ -39,6 +39,20 @@ std::vector<double> permute_values(const std::vector<double>& v, const Shape& sh
 // Row-major multi-index of flat index i ("[1, 0, 3]"), for failure messages.
 std::string index_str(const Shape& shape, int64_t flat);
 
+// ---- float64 matrix products -----------------------------------------------------------------
+
+// Reads element (batch, row, col) of an operand given as a flat double vector, which must
+// outlive the reader.
+using Reader = std::function<double(int64_t, int64_t, int64_t)>;
+// Dense row-major element reader for a [batch..., rows, cols] tensor (batch folded to one dim;
+// not `batched`: one matrix for every batch).
+Reader dense(const std::vector<double>& v, int64_t rows, int64_t cols, bool batched = true);
+// Reader of op(X) = X^T for X stored dense as [batch..., cols, rows].
+Reader transposed(const std::vector<double>& v, int64_t rows, int64_t cols, bool batched = true);
+// C[b] = A[b] @ B[b] in double, flat row-major over (batch, M, N).
+std::vector<double> matmul_ref(int64_t batches, int64_t m, int64_t k, int64_t n, const Reader& a,
+                               const Reader& b);
+
 // ---- closeness ---------------------------------------------------------------------------------
 
 // Passes when |actual - expected| <= atol + rtol * |expected| for every element. On failure the

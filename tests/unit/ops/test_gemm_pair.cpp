@@ -16,23 +16,6 @@
 namespace braid::testing {
 namespace {
 
-// alpha op(A) op(B) + beta C0 in double; A, B dense row-major as stored.
-std::vector<double> product_ref(const Tensor& a, bool ta, const Tensor& b, bool tb, double alpha,
-                                double beta, const std::vector<double>& c0) {
-  const std::vector<double> av = to_double(a), bv = to_double(b);
-  const int64_t m = ta ? a.size(1) : a.size(0), k = ta ? a.size(0) : a.size(1);
-  const int64_t n = tb ? b.size(0) : b.size(1);
-  std::vector<double> c(static_cast<size_t>(m * n));
-  for (int64_t i = 0; i < m; ++i)
-    for (int64_t j = 0; j < n; ++j) {
-      double sum = 0;
-      for (int64_t p = 0; p < k; ++p)
-        sum += (ta ? av[p * m + i] : av[i * k + p]) * (tb ? bv[j * k + p] : bv[p * n + j]);
-      c[i * n + j] = alpha * sum + (beta != 0.0 ? beta * c0[i * n + j] : 0.0);
-    }
-  return c;
-}
-
 void gemm_pair(const ops::GemmProduct& first, const ops::GemmProduct& second) {
   ops::KernelRegistry::instance().get<ops::GemmPairKernel>(DeviceKind::cpu)(first, second);
 }
@@ -67,10 +50,13 @@ TEST(GemmPair, ALinearLayersGradientsMatchFloat64) {
     SCOPED_TRACE(c.name);
     LinearBackward layer(c.rows, c.in, c.out, 40);
     layer.run();
+    const std::vector<double> dy = to_double(layer.dy), w = to_double(layer.w);
+    const std::vector<double> x = to_double(layer.x);
     const std::vector<double> dx_ref =
-        product_ref(layer.dy, false, layer.w, false, 1.0, 0.0, std::vector<double>());
-    const std::vector<double> dw_ref =
-        product_ref(layer.dy, true, layer.x, false, 1.0, 1.0, layer.dw_before);
+        matmul_ref(1, c.rows, c.out, c.in, dense(dy, c.rows, c.out), dense(w, c.out, c.in));
+    std::vector<double> dw_ref =
+        matmul_ref(1, c.out, c.rows, c.in, transposed(dy, c.out, c.rows), dense(x, c.rows, c.in));
+    for (size_t i = 0; i < dw_ref.size(); ++i) dw_ref[i] += layer.dw_before[i];
     // A K-term fp32 sum of N(0, 1) products rounds off by ~2^-24 K at most in practice; twice
     // that, and no less than 1e-4. dX sums over `out`, dW over `rows`.
     auto atol = [](int64_t k) { return std::max(1e-4, 2.0 * std::ldexp(1.0, -24) * k); };

@@ -16,37 +16,6 @@
 namespace braid::testing {
 namespace {
 
-// Reads element (batch, row, col) of an operand given as a flat double vector.
-using Reader = std::function<double(int64_t, int64_t, int64_t)>;
-
-// Dense row-major element reader for a [batch..., rows, cols] tensor (batch folded to one dim).
-Reader dense(const std::vector<double>& v, int64_t rows, int64_t cols, bool batched = true) {
-  return [&v, rows, cols, batched](int64_t b, int64_t i, int64_t j) {
-    return v[(batched ? b * rows * cols : 0) + i * cols + j];
-  };
-}
-
-// Reader of op(X) = X^T for X stored dense as [batch..., cols, rows].
-Reader transposed(const std::vector<double>& v, int64_t rows, int64_t cols, bool batched = true) {
-  return [&v, rows, cols, batched](int64_t b, int64_t i, int64_t j) {
-    return v[(batched ? b * rows * cols : 0) + j * rows + i];
-  };
-}
-
-// C[b] = A[b] @ B[b] in double, flat row-major over (batch, M, N).
-std::vector<double> matmul_ref(int64_t batches, int64_t m, int64_t k, int64_t n, const Reader& a,
-                               const Reader& b) {
-  std::vector<double> c(static_cast<size_t>(batches * m * n), 0.0);
-  for (int64_t bi = 0; bi < batches; ++bi)
-    for (int64_t i = 0; i < m; ++i)
-      for (int64_t j = 0; j < n; ++j) {
-        double acc = 0;
-        for (int64_t p = 0; p < k; ++p) acc += a(bi, i, p) * b(bi, p, j);
-        c[(bi * m + i) * n + j] = acc;
-      }
-  return c;
-}
-
 // Forward tolerance: each output is a length-K fp32 dot product of O(1) values, error about
 // sqrt(K) * 2^-24 * sum |a b| ~ 1e-6 for K <= 16; 1e-5 relative + 1e-5 absolute has margin.
 OpCase matmul_case(std::string name, Shape sa, Shape sb, bool ta, bool tb, bool shared_b,
