@@ -7,25 +7,13 @@
 #include <mutex>
 #include <utility>
 
-#include "braid/core/allocator.h"
+#include "ops/cpu/host_scratch.h"
 
 namespace braid::ops::cpu {
 namespace {
 
 constexpr int64_t kTargetChunks = 16;
 constexpr int64_t kChunkMultiple = 64;
-
-// Partial products of a reduction cut, from the host allocator, which keeps freed blocks for the
-// next step instead of faulting fresh pages in every call.
-struct PartialProducts {
-  explicit PartialProducts(size_t floats)
-      : bytes(floats * sizeof(float)), data(static_cast<float*>(host_allocate(bytes))) {}
-  ~PartialProducts() { host_free(data, bytes); }
-  PartialProducts(const PartialProducts&) = delete;
-  PartialProducts& operator=(const PartialProducts&) = delete;
-  size_t bytes;
-  float* data;
-};
 
 }  // namespace
 
@@ -96,7 +84,7 @@ void run_split_gemm(const GemmSplit& split, ChunkGemm gemm, bool trans_a, bool t
       // Each chunk's product goes to its own dense m x n partial; the partials are then added
       // in chunk order, so the sum's rounding is the same whichever thread made which partial.
       const int64_t block = m * n;
-      PartialProducts partials(static_cast<size_t>(count * block));
+      HostScratch partials(static_cast<size_t>(count * block));
       for_each_chunk_as_threads_free_up(count, [&](int64_t i) {
         const auto [at, depth] = span_of(i);
         gemm(trans_a, trans_b, m, n, depth, 1.0f, trans_a ? a + at * lda : a + at, lda,

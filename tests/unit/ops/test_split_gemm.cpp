@@ -5,10 +5,8 @@
 
 #include <atomic>
 #include <chrono>
-#include <cmath>
 #include <cstring>
 #include <limits>
-#include <random>
 #include <string>
 #include <thread>
 #include <vector>
@@ -19,6 +17,7 @@
 #include "ops/cpu/onednn_matmul.h"
 #include "ops/cpu/sgemm_backend.h"
 #include "ops/cpu/split_gemm.h"
+#include "support/gemm_check.h"
 
 namespace braid::testing {
 namespace {
@@ -54,52 +53,23 @@ TEST(SplitGemm, CutsOnlyVocabularySizedProductsAlongTheirLongestDimension) {
   }
 }
 
-// A row-major matrix inside a wider one, so that its leading dimension exceeds its width and
-// any write outside it shows.
-struct Slice {
-  int64_t rows, cols, ld;
-  std::vector<float> data;
-  float at(int64_t i, int64_t j) const { return data[i * ld + j]; }
-};
-
-Slice random_slice(int64_t rows, int64_t cols, uint32_t seed) {
-  Slice s{rows, cols, cols + 5, {}};
-  std::mt19937 gen(seed);
-  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
-  s.data.resize(static_cast<size_t>(rows * s.ld));
-  for (float& v : s.data) v = dist(gen);
-  return s;
-}
-
-struct Product {
+struct Product : GemmShape {
   std::string name;
-  int64_t m, n, k;
-  bool trans_a, trans_b;
   Axis expected_axis;
 };
 
 // Every cut and every operand orientation it meets; each product is small in its other two
 // dimensions so that the float64 reference stays quick.
 const Product kProducts[] = {
-    {"rows, A^T B", 16500, 24, 40, true, false, Axis::rows},
-    {"rows, A B^T", 16500, 20, 36, false, true, Axis::rows},
-    {"columns, A B^T", 6, 16400, 48, false, true, Axis::columns},
-    {"columns, A B", 5, 16450, 30, false, false, Axis::columns},
-    {"reduction, A B", 5, 7, 17000, false, false, Axis::reduction},
-    {"reduction, A^T B^T", 6, 4, 16600, true, true, Axis::reduction},
+    {{16500, 24, 40, true, false}, "rows, A^T B", Axis::rows},
+    {{16500, 20, 36, false, true}, "rows, A B^T", Axis::rows},
+    {{6, 16400, 48, false, true}, "columns, A B^T", Axis::columns},
+    {{5, 16450, 30, false, false}, "columns, A B", Axis::columns},
+    {{5, 7, 17000, false, false}, "reduction, A B", Axis::reduction},
+    {{6, 4, 16600, true, true}, "reduction, A^T B^T", Axis::reduction},
 };
 
-struct Operands {
-  Slice a, b;  // as stored: A is k x m when transposed, B is n x k when transposed
-  Slice c;     // C, NaN outside the product's m x n corner
-};
-
-Operands make_operands(const Product& p, uint32_t seed) {
-  Operands o{random_slice(p.trans_a ? p.k : p.m, p.trans_a ? p.m : p.k, seed),
-             random_slice(p.trans_b ? p.n : p.k, p.trans_b ? p.k : p.n, seed + 1),
-             random_slice(p.m, p.n, seed + 2)};
-  return o;
-}
+using Operands = GemmOperands;
 
 // C = alpha op(A) op(B) + beta C (+ bias) through row_major_sgemm or row_major_sgemm_bias.
 void run(const Product& p, Operands& o, float alpha, float beta, const std::vector<float>* bias) {
@@ -110,37 +80,6 @@ void run(const Product& p, Operands& o, float alpha, float beta, const std::vect
     ops::cpu::row_major_sgemm(p.trans_a, p.trans_b, p.m, p.n, p.k, alpha, o.a.data.data(), o.a.ld,
                               o.b.data.data(), o.b.ld, beta, o.c.data.data(), o.c.ld);
   }
-}
-
-// Checks C against float64. Each element's tolerance is a rounding estimate for its own sum:
-// 4 sqrt(k) 2^-24 sum_p |a_ip b_pj|, well below what one missing or repeated chunk would shift.
-void expect_matches_float64(const Product& p, const Operands& o, const Slice& c_before, float alpha,
-                            float beta, const std::vector<float>* bias) {
-  const double unit = 4.0 * std::sqrt(static_cast<double>(p.k)) * std::ldexp(1.0, -24);
-  int64_t failures = 0;
-  for (int64_t i = 0; i < p.m && failures < 5; ++i)
-    for (int64_t j = 0; j < p.n && failures < 5; ++j) {
-      double sum = 0, magnitude = 0;
-      for (int64_t q = 0; q < p.k; ++q) {
-        const double x = p.trans_a ? o.a.at(q, i) : o.a.at(i, q);
-        const double y = p.trans_b ? o.b.at(j, q) : o.b.at(q, j);
-        sum += x * y;
-        magnitude += std::abs(x * y);
-      }
-      double expected = alpha * sum;
-      if (beta != 0.0f) expected += beta * static_cast<double>(c_before.at(i, j));
-      if (bias) expected += (*bias)[j];
-      const double tolerance = unit * std::abs(alpha) * magnitude + 1e-6;
-      if (!(std::abs(o.c.at(i, j) - expected) <= tolerance)) {
-        ADD_FAILURE() << "C(" << i << ", " << j << ") = " << o.c.at(i, j) << ", float64 "
-                      << expected << ", tolerance " << tolerance;
-        ++failures;
-      }
-    }
-  for (int64_t i = 0; i < p.m; ++i)
-    for (int64_t j = p.n; j < o.c.ld; ++j)
-      ASSERT_EQ(std::memcmp(&o.c.data[i * o.c.ld + j], &c_before.data[i * o.c.ld + j], 4), 0)
-          << "GEMM wrote outside its output slice at (" << i << ", " << j << ")";
 }
 
 TEST(SplitGemm, EveryCutMatchesFloat64WithBothBetasAndABias) {
@@ -231,7 +170,7 @@ TEST(SplitGemm, AnErrorInOneChunkReachesTheCaller) {
 // split never hands it one, but a user's training loop may). Each thread then runs it alone and
 // must still compute all of it, also with a primitive that was created outside the region.
 TEST(SplitGemm, MatmulPrimitiveInsideACallersParallelRegion) {
-  const Product p{"primitive", 64, 96, 512, false, true, Axis::none};
+  const Product p{{64, 96, 512, false, true}, "primitive", Axis::none};
   ASSERT_TRUE(ops::cpu::matmul_primitive_suits(p.trans_a, p.trans_b, p.m, p.k, 1.0f, 0.0f));
   std::vector<Operands> per_thread = {make_operands(p, 500), make_operands(p, 510)};
   const std::vector<Slice> before = {per_thread[0].c, per_thread[1].c};
