@@ -17,6 +17,7 @@
 #include <oneapi/dnnl/dnnl.h>
 
 #include "ops/cpu/onednn_matmul.h"
+#include "ops/cpu/onednn_sgemm_strides.h"
 #else
 #include <cblas.h>
 #endif
@@ -33,8 +34,17 @@ void library_sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, 
     onednn_matmul(m, n, k, a, lda, b, ldb, beta, c, ldc);
     return;
   }
-  const dnnl_status_t status = dnnl_sgemm(trans_a ? 'T' : 'N', trans_b ? 'T' : 'N', m, n, k, alpha,
-                                          a, lda, b, ldb, beta, c, ldc);
+  // Where oneDNN will read the operands in place, those whose rows run along the reduction (B
+  // untransposed, A transposed) may be read from a copy whose stride spreads the rows over the
+  // cache sets (onednn_sgemm_strides.h).
+  const bool avx512 = onednn_has_avx512();
+  const SgemmOperand a_read(a, k, m, lda,
+                            trans_a && onednn_reads_better_from_copy(m, n, k, m, lda, avx512));
+  const SgemmOperand b_read(b, k, n, ldb,
+                            !trans_b && onednn_reads_better_from_copy(m, n, k, n, ldb, avx512));
+  const dnnl_status_t status =
+      dnnl_sgemm(trans_a ? 'T' : 'N', trans_b ? 'T' : 'N', m, n, k, alpha, a_read.data(),
+                 a_read.ld(), b_read.data(), b_read.ld(), beta, c, ldc);
   BRAID_CHECK(status == dnnl_success,
               "oneDNN sgemm failed (status {}) for op(A) {}x{} (lda {}{}), op(B) {}x{} (ldb {}{}), "
               "C ldc {}",
