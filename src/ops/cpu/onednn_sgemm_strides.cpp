@@ -36,8 +36,9 @@ int64_t set_spreading_stride(int64_t cols) {
 
 bool onednn_reads_better_from_copy(int64_t m, int64_t n, int64_t k, int64_t cols, int64_t ld,
                                    bool avx512) {
-  return onednn_sgemm_reads_in_place(m, n, avx512) && !stride_spreads_cache_sets(ld) &&
-         k * cols >= kMinCopiedFloats;
+  // A stride below the width is the caller's error, left for oneDNN to report, not to be copied.
+  return onednn_sgemm_reads_in_place(m, n, avx512) && ld >= cols &&
+         !stride_spreads_cache_sets(ld) && k * cols >= kMinCopiedFloats;
 }
 
 bool onednn_has_avx512() {

@@ -65,10 +65,11 @@ TEST(OnednnSgemmStrides, CopiesAreForInPlaceReadsOfLargeBlocksAtCrowdingStrides)
   EXPECT_FALSE(onednn_reads_better_from_copy(256, 3072, 768, 3072, 3072, true));   // AVX-512
   EXPECT_FALSE(onednn_reads_better_from_copy(768, 3072, 768, 3072, 3072, false));  // packed
   EXPECT_FALSE(onednn_reads_better_from_copy(256, 3072, 768, 3072, 3088, false));  // spreads
-  // A block that fits twice into a 32 KB L1 is read where it is: 16 x 1023 floats is 64 KB less 64
-  // bytes.
+  // A block under 64 KB, twice a 32 KB L1, is read where it is: 16 x 1023 floats is 64 bytes short.
   EXPECT_FALSE(onednn_reads_better_from_copy(256, 1023, 16, 1023, 1024, false));
   EXPECT_TRUE(onednn_reads_better_from_copy(256, 1024, 16, 1024, 1024, false));
+  // A stride below the width is an error for oneDNN to report, not a block to copy.
+  EXPECT_FALSE(onednn_reads_better_from_copy(256, 3072, 768, 3072, 1024, false));
 }
 
 TEST(OnednnSgemmStrides, TheCopyHoldsTheBlockAtTheNewStride) {
