@@ -15,7 +15,19 @@ if(NOT BRAID_CUDA STREQUAL "OFF")
       set(CMAKE_CUDA_ARCHITECTURES 80 90)  # Hopper is the target; 80 keeps Ampere working
     endif()
     enable_language(CUDA)
+    # Debian 12's stock FindCUDAToolkit (CMake 3.25.1) marks CUDA::nvToolsExt deprecated
+    # whenever the project's minimum CMake is 3.25 or newer, without checking that the target
+    # exists. CUDA 13 ships no libnvToolsExt (NVTX is the header-only nvtx3 now), so that
+    # set_property fails and configuring stops (the copy on braid's build machines is patched to
+    # check the target first, which hid it). The module decides from CMAKE_MINIMUM_REQUIRED_VERSION
+    # alone, so it sees 3.24 for this one call: only that deprecation mark is skipped, on a target
+    # braid never links; every library braid uses is found exactly as before. Keep this the only
+    # find_package(CUDAToolkit) in the tree: another call would stop at the same line.
+    set(_braid_cmake_minimum ${CMAKE_MINIMUM_REQUIRED_VERSION})
+    set(CMAKE_MINIMUM_REQUIRED_VERSION 3.24)
     find_package(CUDAToolkit REQUIRED)
+    set(CMAKE_MINIMUM_REQUIRED_VERSION ${_braid_cmake_minimum})
+    unset(_braid_cmake_minimum)
     set(BRAID_WITH_CUDA ON)
   elseif(BRAID_CUDA STREQUAL "ON")
     message(FATAL_ERROR "BRAID_CUDA=ON but no CUDA compiler (nvcc) was found; install the CUDA "

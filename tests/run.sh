@@ -8,6 +8,9 @@ build=${BRAID_BUILD_DIR:-$root/build}
 
 "$root/scripts/install_deps.sh" test
 "$root/scripts/fetch_gpt2_vocab.sh"
+# Configures scratch builds the way users' machines do (Debian's stock FindCUDAToolkit; no CUDA),
+# which this machine's own configure below cannot show: seconds, first, so it fails fast.
+"$root/tests/cmake/configure_check.sh"
 
 cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build "$build" -j"$(nproc)"
