@@ -66,6 +66,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <numeric>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <string>
@@ -375,30 +376,32 @@ std::string cell(double v, int width, int decimals) {
                        : fmt::format("{:>{}.{}f}", v, width, decimals);
 }
 
+const std::vector<bench::FlagSpec> kFlags = {
+    {"models", "LIST", "small,124m", "models to run (small, 124m)"},
+    {"every", "LIST", "10,50", "checkpoint intervals in steps"},
+    {"modes", "LIST", "sync,async", "checkpoint modes (ckpt::Mode names)"},
+    {"steps-small", "N", "60", "measured steps of the small model"},
+    {"steps-124m", "N", "30", "measured steps of the 124M model"},
+    {"warmup", "N", "2", "untimed steps first"},
+    {"after", "N", "2", "steps after a checkpoint charged to it"},
+    {"pairs", "N", "6", "interval pairs of the paired cost measurement (0: none)"},
+    {"threads", "N", "0", "OpenMP threads (0: OpenMP decides)"},
+    {"window", "N", "7", "checkpoint.window of the overlapped mode"},
+    {"json", "FILE", "benchmarks/results/checkpoint_stall.json", "where to write the results"}};
+const Usage kUsage = bench::bench_usage(
+    "checkpoint_stall",
+    "How long training stops for each checkpoint mode, and what it costs in the steps after.",
+    "checkpoint_stall --models small --every 10 --modes sync,async,overlapped", kFlags);
+
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (const std::optional<int> status = answer_help_or_usage_error(kUsage, argc, argv))
+    return *status;
   const fs::path tmp =
       fs::temp_directory_path() / ("braid_checkpoint_stall_" + std::to_string(::getpid()));
   try {
-    std::map<std::string, std::string> flags = {
-        {"models", "small,124m"},
-        {"every", "10,50"},
-        {"modes", "sync,async"},
-        {"steps-small", "60"},
-        {"steps-124m", "30"},
-        {"warmup", "2"},
-        {"after", "2"},
-        {"pairs", "6"},
-        {"threads", "0"},
-        {"window", "7"},
-        {"json", "benchmarks/results/checkpoint_stall.json"}};
-    for (int i = 1; i < argc; i += 2) {
-      const std::string flag = argv[i];
-      BRAID_CHECK(flag.rfind("--", 0) == 0 && flags.count(flag.substr(2)), "unknown flag {}", flag);
-      BRAID_CHECK(i + 1 < argc, "flag {} needs a value", flag);
-      flags[flag.substr(2)] = argv[i + 1];
-    }
+    bench::Flags flags = bench::parse_flags(kUsage, kFlags, argc, argv);
     // Unknown modes fail here, before any model is built; a mode added to ckpt::Mode works
     // without touching this file.
     const std::vector<std::string> modes = split(flags["modes"]);
@@ -406,7 +409,7 @@ int main(int argc, char** argv) {
     for (const auto& mode : modes) ckpt::mode_from_name(mode);
     std::vector<int64_t> intervals;
     for (const auto& e : split(flags["every"])) {
-      intervals.push_back(std::stoll(e));
+      intervals.push_back(braid::parse_integer("--every", e));
       BRAID_CHECK(intervals.back() > 0, "--every takes positive step counts, got {}", e);
     }
     std::vector<ModelSpec> models;
@@ -416,12 +419,13 @@ int main(int argc, char** argv) {
       BRAID_CHECK(it != kModels.end(), "unknown model '{}' (expected small or 124m)", name);
       models.push_back(*it);
     }
-    const int64_t warmup = std::stoll(flags["warmup"]), threads = std::stoll(flags["threads"]);
-    const int64_t after = std::stoll(flags["after"]);
+    const int64_t warmup = braid::parse_integer("--warmup", flags["warmup"]),
+                  threads = braid::parse_integer("--threads", flags["threads"]);
+    const int64_t after = braid::parse_integer("--after", flags["after"]);
     BRAID_CHECK(after >= 1, "--after must be at least 1, got {}", after);
-    const int64_t pairs = std::stoll(flags["pairs"]);
+    const int64_t pairs = braid::parse_integer("--pairs", flags["pairs"]);
     BRAID_CHECK(pairs >= 0, "--pairs must be >= 0 (0: no paired measurement), got {}", pairs);
-    const int64_t window = std::stoll(flags["window"]);
+    const int64_t window = braid::parse_integer("--window", flags["window"]);
     BRAID_CHECK(window >= 1, "--window must be >= 1 (steps an overlapped window spans), got {}",
                 window);
 
@@ -432,7 +436,8 @@ int main(int argc, char** argv) {
         "model", "every", "mode", "ckpts", "stall ms", "stall/step", "step ms", "after", "window",
         "write", "MiB/ckpt", "copied", "+peak", "+rss", "wait ms", "overhead", "cost ms", "paired");
     for (const auto& m : models) {
-      const int64_t steps = std::stoll(flags[m.steps_flag]);
+      const int64_t steps =
+          braid::parse_integer(std::string("--") + m.steps_flag, flags[m.steps_flag]);
       BRAID_CHECK(steps > 0, "--{} must be positive", m.steps_flag);
       const fs::path data_dir = tmp / ("data_" + m.name);
       bench::write_random_tokens(data_dir, m.vocab);

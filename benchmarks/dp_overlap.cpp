@@ -14,6 +14,7 @@
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -21,6 +22,7 @@
 #include "braid/dist/bootstrap.h"
 #include "braid/nn/gpt.h"
 #include "braid/parallel/data_parallel.h"
+#include "support/bench_support.h"
 
 namespace {
 
@@ -33,22 +35,31 @@ double median(std::vector<double> v) {
   return v[v.size() / 2];
 }
 
+const std::vector<braid::bench::FlagSpec> kFlags = {
+    {"layers", "N", "4", "transformer blocks"},
+    {"width", "C", "256", "model width"},
+    {"heads", "H", "4", "attention heads"},
+    {"batch", "B", "4", "sequences per rank and step"},
+    {"seq", "T", "128", "tokens per sequence"},
+    {"steps", "N", "6", "timed steps (one more warms up)"},
+    {"bucket_mb", "MB", "4", "DDP gradient bucket size in MiB"},
+    {"json", "FILE", "", "also write the results as JSON"}};
+const braid::Usage kUsage = braid::bench::bench_usage(
+    "dp_overlap", "How much of data parallel's gradient all-reduce hides behind the backward pass.",
+    "mpirun -np 2 dp_overlap --layers 4 --bucket_mb 4 --json dp.json", kFlags);
+
 }  // namespace
 
 int main(int argc, char** argv) {
   using namespace braid;
+  // --help and command-line mistakes are answered before MPI starts.
+  if (const std::optional<int> status = answer_help_or_usage_error(kUsage, argc, argv))
+    return *status;
   dist::Environment* env = nullptr;
   try {
     env = &dist::init(&argc, &argv);
-    std::map<std::string, std::string> flags = {
-        {"layers", "4"}, {"width", "256"}, {"heads", "4"},     {"batch", "4"},
-        {"seq", "128"},  {"steps", "6"},   {"bucket_mb", "4"}, {"json", ""}};
-    for (int i = 1; i + 1 < argc; i += 2) {
-      const std::string key = std::string(argv[i]).substr(2);
-      BRAID_CHECK(flags.count(key), "unknown flag {}", argv[i]);
-      flags[key] = argv[i + 1];
-    }
-    auto num = [&](const char* k) { return std::stoll(flags[k]); };
+    bench::Flags flags = bench::parse_flags(kUsage, kFlags, argc, argv);
+    auto num = [&](const char* k) { return parse_integer(std::string("--") + k, flags[k]); };
     nn::GptConfig cfg;
     cfg.n_layer = num("layers");
     cfg.n_head = num("heads");

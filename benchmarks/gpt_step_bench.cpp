@@ -9,6 +9,7 @@
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -17,34 +18,37 @@
 #include "braid/nn/gpt.h"
 #include "braid/optim/optimizer.h"
 #include "braid/optim/schedule.h"
+#include "support/bench_support.h"
 
 namespace {
 
-std::map<std::string, std::string> parse_flags(int argc, char** argv) {
-  std::map<std::string, std::string> flags = {{"layers", "12"},   {"heads", "12"}, {"width", "768"},
-                                              {"vocab", "50257"}, {"batch", "4"},  {"seq", "64"},
-                                              {"steps", "10"},    {"warmup", "2"}, {"threads", "2"},
-                                              {"json", ""},       {"seed", "0"}};
-  for (int i = 1; i < argc; ++i) {
-    std::string arg = argv[i];
-    BRAID_CHECK(arg.rfind("--", 0) == 0 && i + 1 < argc, "expected --flag value, got '{}'", arg);
-    const std::string key = arg.substr(2);
-    BRAID_CHECK(flags.count(key),
-                "unknown flag --{} (known: layers heads width vocab batch seq "
-                "steps warmup threads json seed)",
-                key);
-    flags[key] = argv[++i];
-  }
-  return flags;
-}
+const std::vector<braid::bench::FlagSpec> kFlags = {
+    {"layers", "N", "12", "transformer blocks"},
+    {"heads", "H", "12", "attention heads"},
+    {"width", "C", "768", "model width"},
+    {"vocab", "V", "50257", "vocabulary size"},
+    {"batch", "B", "4", "sequences per step"},
+    {"seq", "T", "64", "tokens per sequence"},
+    {"steps", "N", "10", "timed steps"},
+    {"warmup", "N", "2", "untimed steps first"},
+    {"threads", "N", "2", "OpenMP threads"},
+    {"json", "FILE", "", "also write the results as JSON"},
+    {"seed", "S", "0", "weight initialisation seed"}};
+const braid::Usage kUsage = braid::bench::bench_usage(
+    "gpt_step_bench",
+    "Times GPT training steps on the CPU, whole and by phase (braid's side of "
+    "benchmarks/cpu_vs_torch.sh).",
+    "gpt_step_bench --layers 4 --width 256 --heads 4 --threads 2 --json step.json", kFlags);
 
 }  // namespace
 
 int main(int argc, char** argv) {
   using namespace braid;
+  if (const std::optional<int> status = answer_help_or_usage_error(kUsage, argc, argv))
+    return *status;
   try {
-    auto flags = parse_flags(argc, argv);
-    auto num = [&](const char* k) { return std::stoll(flags[k]); };
+    auto flags = bench::parse_flags(kUsage, kFlags, argc, argv);
+    auto num = [&](const char* k) { return parse_integer(std::string("--") + k, flags[k]); };
     omp_set_num_threads(static_cast<int>(num("threads")));
     nn::GptConfig cfg;
     cfg.n_layer = num("layers");

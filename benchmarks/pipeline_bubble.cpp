@@ -16,6 +16,7 @@
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -55,21 +56,30 @@ Measured measure(const std::vector<pl::TraceEvent>& events, int stages) {
   return m;
 }
 
+const std::vector<bench::FlagSpec> kFlags = {
+    {"layers", "N", "8", "transformer blocks"},
+    {"width", "C", "128", "model width"},
+    {"heads", "H", "4", "attention heads"},
+    {"seq", "T", "64", "tokens per sequence (one sequence per micro-batch)"},
+    {"micro", "M", "8", "micro-batches per step"},
+    {"steps", "N", "4", "training steps per schedule"},
+    {"out", "DIR", "benchmarks/results", "folder for the JSON and the traces"}};
+const Usage kUsage = bench::bench_usage(
+    "pipeline_bubble",
+    "Measured vs analytic pipeline bubble of GPipe, 1F1B and interleaved 1F1B, pp = world size.",
+    "mpirun -np 4 pipeline_bubble --layers 8 --micro 8 --out benchmarks/results", kFlags);
+
 }  // namespace
 
 int main(int argc, char** argv) {
+  // --help and command-line mistakes are answered before MPI starts.
+  if (const std::optional<int> status = answer_help_or_usage_error(kUsage, argc, argv))
+    return *status;
   dist::Environment* env = nullptr;
   std::filesystem::path dir;
   try {
     env = &dist::init(&argc, &argv);
-    bench::Flags flags = bench::parse_flags(argc, argv,
-                                            {{"layers", "8"},
-                                             {"width", "128"},
-                                             {"heads", "4"},
-                                             {"seq", "64"},
-                                             {"micro", "8"},
-                                             {"steps", "4"},
-                                             {"out", "benchmarks/results"}});
+    bench::Flags flags = bench::parse_flags(kUsage, kFlags, argc, argv);
     const int pp = env->world()->size();
     BRAID_CHECK(pp >= 2, "run pipeline_bubble on several ranks (mpirun -np 4)");
     dir = bench::private_temp_folder("braid_pp_bench", env->world()->rank());
@@ -99,7 +109,7 @@ parallel {{ pp: {} micro_batches: {} schedule: "{}" virtual_stages: {} pipeline_
                       flags["micro"], flags["seq"], pp, flags["micro"], schedule, chunks, trace);
       train::Trainer trainer(train::parse_config(config, "pipeline_bubble"), env->world());
       std::vector<double> step_ms;
-      for (int i = 0; i < std::stoi(flags["steps"]); ++i)
+      for (int i = 0; i < braid::parse_integer("--steps", flags["steps"]); ++i)
         step_ms.push_back(trainer.train_step().step_ms);  // step 2 (index 1) is traced
       if (!lead) continue;
       std::ifstream in(trace);
@@ -116,7 +126,8 @@ parallel {{ pp: {} micro_batches: {} schedule: "{}" virtual_stages: {} pipeline_
         events.push_back(ev);
       }
       const Measured m = measure(events, pp);
-      const pl::ScheduleShape shape{pp, std::stoi(flags["micro"]), chunks};
+      const pl::ScheduleShape shape{
+          pp, static_cast<int>(braid::parse_integer("--micro", flags["micro"])), chunks};
       const pl::ScheduleReport sim =
           pl::validate(pl::make_schedule(schedule, shape), {m.forward_us, m.backward_us, 0.0});
       std::sort(step_ms.begin(), step_ms.end());

@@ -19,6 +19,7 @@
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -73,27 +74,36 @@ double wire_factor(const std::string& op, int p) {
 
 using bench::median;
 
+const std::vector<bench::FlagSpec> kFlags = {
+    {"tp", "T", "1", "tensor-parallel ranks; must equal the world size"},
+    {"sp", "0|1", "0", "sequence parallelism off or on"},
+    {"layers", "N", "4", "transformer blocks"},
+    {"width", "C", "256", "model width"},
+    {"heads", "H", "4", "attention heads"},
+    {"vocab", "V", "50257", "vocabulary size"},
+    {"batch", "B", "4", "sequences per step"},
+    {"seq", "T", "128", "tokens per sequence"},
+    {"steps", "N", "6", "timed steps"},
+    {"warmup", "N", "2", "untimed steps first"},
+    {"threads", "N", "0", "OpenMP threads per rank (0: OpenMP decides)"},
+    {"json", "FILE", "", "also write the results as JSON"}};
+const Usage kUsage = bench::bench_usage(
+    "tp_step_bench",
+    "Tensor-parallel step time and collective traffic per step, beside the analytic volume.",
+    "mpirun -np 2 tp_step_bench --tp 2 --sp 1 --steps 8 --json tp2.json", kFlags);
+
 }  // namespace
 
 int main(int argc, char** argv) {
+  // --help and command-line mistakes are answered before MPI starts.
+  if (const std::optional<int> status = answer_help_or_usage_error(kUsage, argc, argv))
+    return *status;
   dist::Environment* env = nullptr;
   std::filesystem::path dir;
   try {
     env = &dist::init(&argc, &argv);
-    bench::Flags flags = bench::parse_flags(argc, argv,
-                                            {{"tp", "1"},
-                                             {"sp", "0"},
-                                             {"layers", "4"},
-                                             {"width", "256"},
-                                             {"heads", "4"},
-                                             {"vocab", "50257"},
-                                             {"batch", "4"},
-                                             {"seq", "128"},
-                                             {"steps", "6"},
-                                             {"warmup", "2"},
-                                             {"threads", "0"},
-                                             {"json", ""}});
-    auto num = [&](const char* k) { return std::stoll(flags.at(k)); };
+    bench::Flags flags = bench::parse_flags(kUsage, kFlags, argc, argv);
+    auto num = [&](const char* k) { return parse_integer(std::string("--") + k, flags.at(k)); };
     const ModelShape s{num("layers"), num("width"), num("heads"),
                        num("vocab"),  num("batch"), num("seq")};
     const int tp = static_cast<int>(num("tp"));

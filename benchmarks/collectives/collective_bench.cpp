@@ -21,11 +21,13 @@
 #include <cstdlib>
 #include <fstream>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "braid/core/tensor.h"
 #include "braid/dist/bootstrap.h"
+#include "support/bench_support.h"
 
 namespace {
 
@@ -39,26 +41,23 @@ struct Options {
   std::string json;
 };
 
+const std::vector<braid::bench::FlagSpec> kFlags = {
+    {"min-bytes", "N", "4096", "smallest buffer"},
+    {"max-bytes", "N", "67108864", "largest buffer"},
+    {"factor", "F", "2", "each size is the previous one times F"},
+    {"json", "FILE", "", "also write the results as JSON"}};
+const braid::Usage kUsage = braid::bench::bench_usage(
+    "collective_bench",
+    "Bus bandwidth of braid's MPI collectives next to raw MPI calls, in the same run.",
+    "mpirun -np 4 collective_bench --max-bytes 16777216 --json collectives.json", kFlags);
+
 Options parse(int argc, char** argv) {
+  braid::bench::Flags flags = braid::bench::parse_flags(kUsage, kFlags, argc, argv);
   Options o;
-  for (int i = 1; i < argc; ++i) {
-    const std::string arg = argv[i];
-    auto value = [&]() -> std::string {
-      BRAID_CHECK(i + 1 < argc, "{} needs a value", arg);
-      return argv[++i];
-    };
-    if (arg == "--min-bytes") {
-      o.min_bytes = std::stoll(value());
-    } else if (arg == "--max-bytes") {
-      o.max_bytes = std::stoll(value());
-    } else if (arg == "--factor") {
-      o.factor = std::stoll(value());
-    } else if (arg == "--json") {
-      o.json = value();
-    } else {
-      BRAID_FAIL("unknown argument {} (expected --min-bytes, --max-bytes, --factor, --json)", arg);
-    }
-  }
+  o.min_bytes = braid::parse_integer("--min-bytes", flags["min-bytes"]);
+  o.max_bytes = braid::parse_integer("--max-bytes", flags["max-bytes"]);
+  o.factor = braid::parse_integer("--factor", flags["factor"]);
+  o.json = flags["json"];
   BRAID_CHECK(o.min_bytes >= 4 && o.max_bytes >= o.min_bytes && o.factor >= 2,
               "need 4 <= --min-bytes <= --max-bytes and --factor >= 2");
   return o;
@@ -116,6 +115,9 @@ struct Row {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // --help and command-line mistakes are answered before MPI starts.
+  if (const std::optional<int> status = braid::answer_help_or_usage_error(kUsage, argc, argv))
+    return *status;
   try {
     braid::dist::Environment& env = braid::dist::init(&argc, &argv);
     const Options opt = parse(argc, argv);

@@ -13,17 +13,23 @@
 
 namespace braid::bench {
 
-Flags parse_flags(int argc, char** argv, Flags defaults) {
-  std::string known;
-  for (const auto& [key, value] : defaults) known += " --" + key;
-  for (int i = 1; i < argc; i += 2) {
-    const std::string arg = argv[i];
-    const std::string key = arg.rfind("--", 0) == 0 ? arg.substr(2) : "";
-    BRAID_CHECK(defaults.count(key) && i + 1 < argc,
-                "unknown flag or missing value: '{}' (flags take a value; known:{})", arg, known);
-    defaults[key] = argv[i + 1];
+Usage bench_usage(const std::string& program, const std::string& summary,
+                  const std::string& example, const std::vector<FlagSpec>& flags) {
+  Usage usage{.program = program, .synopsis = "[--FLAG VALUE]...", .summary = summary};
+  for (const FlagSpec& f : flags) {
+    const std::string default_text = f.default_value.empty() ? "none" : f.default_value;
+    usage.flags.push_back({"--" + f.key, f.value_name, f.help + "; default " + default_text});
   }
-  return defaults;
+  usage.example = example;
+  return usage;
+}
+
+Flags parse_flags(const Usage& usage, const std::vector<FlagSpec>& flags, int argc, char** argv) {
+  Flags values;
+  for (const FlagSpec& f : flags) values[f.key] = f.default_value;
+  for (const auto& [name, value] : parse_command_line(usage, {argv + 1, argv + argc}).flags)
+    values[name.substr(2)] = value;
+  return values;
 }
 
 void write_random_tokens(const std::filesystem::path& dir, int64_t vocab, int64_t count) {

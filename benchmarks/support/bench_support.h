@@ -7,13 +7,27 @@
 #include <string>
 #include <vector>
 
+#include "braid/core/command_line.h"
+
 namespace braid::bench {
 
-using Flags = std::map<std::string, std::string>;
+using Flags = std::map<std::string, std::string>;  // key without "--" -> value
 
-// Fills `defaults` from "--key value" pairs; an unknown key or a key without a value is an
-// error naming the known keys.
-Flags parse_flags(int argc, char** argv, Flags defaults);
+// One flag of a benchmark: "--<key> <value_name>", its default and one line of help.
+struct FlagSpec {
+  std::string key;
+  std::string value_name;
+  std::string default_value;
+  std::string help;
+};
+
+// The --help of a benchmark whose flags all take a value; each help line ends with the default.
+Usage bench_usage(const std::string& program, const std::string& summary,
+                  const std::string& example, const std::vector<FlagSpec>& flags);
+
+// The flags' defaults, replaced by the values the command line gives. Throws braid::UsageError
+// for a mistake (call answer_help_or_usage_error first to answer --help and mistakes).
+Flags parse_flags(const Usage& usage, const std::vector<FlagSpec>& flags, int argc, char** argv);
 
 // Writes `count` token ids, uniform below `vocab`, to <dir>/train_000.bin (dir is created).
 void write_random_tokens(const std::filesystem::path& dir, int64_t vocab, int64_t count = 200000);

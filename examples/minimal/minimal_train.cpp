@@ -1,6 +1,7 @@
 // A custom training loop on libbraid directly: a byte-level GPT learns a text file (or a
 // built-in verse) with AdamW, no Trainer and no config file.
-//   minimal_train [text_file] [steps]
+//   minimal_train [TEXT_FILE [STEPS]]   (--help for more)
+#include <charconv>
 #include <cstdio>
 #include <fstream>
 #include <sstream>
@@ -8,6 +9,7 @@
 #include <vector>
 
 #include "braid/autograd/grad_mode.h"
+#include "braid/core/command_line.h"
 #include "braid/core/error.h"
 #include "braid/data/tokenizer.h"
 #include "braid/nn/gpt.h"
@@ -21,13 +23,33 @@ const char* kDefaultText =
     "and void; and darkness was upon the face of the deep. And the Spirit of God moved upon "
     "the face of the waters. And God said, Let there be light: and there was light. ";
 
-std::string read_text(int argc, char** argv) {
-  if (argc < 2) return kDefaultText;
-  std::ifstream in(argv[1], std::ios::binary);
-  BRAID_CHECK(in.good(), "cannot open text file '{}'", argv[1]);
+const braid::Usage kUsage{
+    .program = "minimal_train",
+    .synopsis = "[TEXT_FILE [STEPS]]",
+    .summary =
+        "A byte-level GPT learns a text file with AdamW on libbraid directly (no Trainer, "
+        "no config),\nthen prints a sample.",
+    .arguments = {{"TEXT_FILE", "", "text to learn; default: a built-in verse"},
+                  {"STEPS", "", "optimizer steps; default 60"}},
+    .example = "minimal_train README.md 100"};
+
+std::string read_text(const std::vector<std::string>& arguments) {
+  if (arguments.empty()) return kDefaultText;
+  std::ifstream in(arguments[0], std::ios::binary);
+  BRAID_CHECK(in.good(), "cannot open text file '{}'", arguments[0]);
   std::stringstream ss;
   ss << in.rdbuf();
   return ss.str();
+}
+
+int parse_steps(const std::vector<std::string>& arguments) {
+  if (arguments.size() < 2) return 60;
+  const std::string& text = arguments[1];
+  int steps = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), steps);
+  if (ec != std::errc() || end != text.data() + text.size() || steps < 1)
+    throw braid::UsageError("STEPS must be a positive whole number, got '" + text + "'");
+  return steps;
 }
 
 }  // namespace
@@ -35,8 +57,10 @@ std::string read_text(int argc, char** argv) {
 int main(int argc, char** argv) {
   using namespace braid;
   try {
-    const std::string text = read_text(argc, argv);
-    const int steps = argc > 2 ? std::stoi(argv[2]) : 60;
+    const CommandLine cl = parse_command_line(kUsage, {argv + 1, argv + argc});
+    if (cl.help) return print_help(kUsage);
+    const int steps = parse_steps(cl.arguments);
+    const std::string text = read_text(cl.arguments);
     data::ByteTokenizer tokenizer;
     const std::vector<int32_t> ids = tokenizer.encode(text);
     const int64_t batch = 4, seq = 32;
@@ -77,6 +101,8 @@ int main(int argc, char** argv) {
     const std::vector<int32_t> out = model.generate(tokenizer.encode("And God"), options);
     std::printf("sample: %s\n", tokenizer.decode(out).c_str());
     return 0;
+  } catch (const UsageError& e) {
+    return print_usage_error(kUsage, e);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "minimal_train: error: %s\n", e.what());
     return 1;

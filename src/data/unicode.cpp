@@ -258,4 +258,19 @@ Utf8Char decode_utf8(std::string_view text, size_t pos) {
   return {cp, len};
 }
 
+std::optional<size_t> first_invalid_utf8(std::string_view text) {
+  size_t pos = 0;
+  while (pos < text.size()) {
+    // ASCII needs no decoding, and most text is mostly ASCII.
+    if (static_cast<unsigned char>(text[pos]) < 0x80) {
+      ++pos;
+      continue;
+    }
+    const Utf8Char c = decode_utf8(text, pos);
+    if (c.cp == kInvalidCodepoint) return pos;
+    pos += c.len;
+  }
+  return std::nullopt;
+}
+
 }  // namespace braid::data

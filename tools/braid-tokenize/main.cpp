@@ -1,6 +1,6 @@
 // braid-tokenize: tokenises a text file into llm.c-format .bin shards, optionally split train/val.
 //
-//   braid-tokenize --tokenizer gpt2|byte [--vocab-dir DIR] --input text.txt --output out.bin
+//   braid-tokenize [--tokenizer gpt2|byte] [--vocab-dir DIR] --input text.txt --output out.bin
 //                  [--split-val 0.05 --val-output val.bin] [--eot-marker STR]
 //
 // Documents: every occurrence of the EOT marker (default "<|endoftext|>") in the input becomes
@@ -14,30 +14,42 @@
 #include <cstdlib>
 #include <exception>
 #include <fstream>
-#include <map>
+#include <optional>
 #include <span>
 #include <sstream>
 #include <string>
 #include <vector>
 
+#include "braid/core/command_line.h"
 #include "braid/core/error.h"
 #include "braid/data/token_shard.h"
 #include "braid/data/tokenizer.h"
+#include "braid/data/unicode.h"
 
 namespace {
 
-constexpr const char* kUsage =
-    "usage: braid-tokenize --tokenizer gpt2|byte [--vocab-dir DIR] --input TEXT --output OUT.bin\n"
-    "                      [--split-val FRACTION --val-output VAL.bin] [--eot-marker STR]\n"
-    "\n"
-    "  --tokenizer   gpt2 (OpenAI GPT-2 BPE, vocab 50257) or byte (vocab 257); default gpt2\n"
-    "  --vocab-dir   folder with encoder.json and vocab.bpe; default $BRAID_DATA_DIR/gpt2 or\n"
-    "                data/gpt2 (scripts/fetch_gpt2_vocab.sh fills it)\n"
-    "  --input       UTF-8 text file\n"
-    "  --output      training shard to write (llm.c .bin format)\n"
-    "  --split-val   fraction of tokens, taken from the end, written to --val-output instead\n"
-    "  --eot-marker  text that marks a document start in the input; becomes the EOT token\n"
-    "                (default \"<|endoftext|>\"; an empty string disables it)\n";
+const braid::Usage kUsage{
+    .program = "braid-tokenize",
+    .synopsis =
+        "[--tokenizer gpt2|byte] [--vocab-dir DIR] --input TEXT --output OUT.bin\n"
+        "[--split-val FRACTION --val-output VAL.bin] [--eot-marker STR]",
+    .summary =
+        "Tokenises a UTF-8 text file into llm.c-format .bin shards, optionally splitting off "
+        "the last\nfraction of tokens as validation.",
+    .flags =
+        {{"--tokenizer", "NAME",
+          "gpt2 (OpenAI GPT-2 BPE, vocab 50257) or byte (vocab 257); default gpt2"},
+         {"--vocab-dir", "DIR",
+          "holds encoder.json and vocab.bpe; default $BRAID_DATA_DIR/gpt2, else data/gpt2"},
+         {"--input", "TEXT", "UTF-8 text file, not empty", true},
+         {"--output", "OUT.bin", "training shard to write (llm.c .bin format)", true},
+         {"--split-val", "FRACTION", "fraction of tokens, from the end, written to --val-output"},
+         {"--val-output", "VAL.bin", "validation shard to write (with --split-val)"},
+         {"--eot-marker", "STR",
+          "marks a document start, made the EOT token; default \"<|endoftext|>\", \"\": none"}},
+    .example =
+        "braid-tokenize --tokenizer gpt2 --input data/kjv.txt --output data/kjv_train.bin "
+        "--split-val 0.05 --val-output data/kjv_val.bin"};
 
 struct Options {
   std::string tokenizer = "gpt2";
@@ -49,35 +61,13 @@ struct Options {
   std::string eot_marker = "<|endoftext|>";
 };
 
-Options parse_options(int argc, char** argv) {
-  const std::vector<std::string> known = {"--tokenizer", "--vocab-dir",  "--input",     "--output",
-                                          "--split-val", "--val-output", "--eot-marker"};
-  std::map<std::string, std::string> values;
-  for (int i = 1; i < argc; ++i) {
-    std::string arg = argv[i];
-    if (arg == "-h" || arg == "--help") {
-      std::fputs(kUsage, stdout);
-      std::exit(0);
-    }
-    std::string value;
-    bool has_value = false;
-    if (const size_t eq = arg.find('='); arg.starts_with("--") && eq != std::string::npos) {
-      value = arg.substr(eq + 1);
-      arg = arg.substr(0, eq);
-      has_value = true;
-    }
-    BRAID_CHECK(std::find(known.begin(), known.end(), arg) != known.end(),
-                "unknown argument '{}'; run with --help for the accepted flags", arg);
-    if (!has_value) {
-      BRAID_CHECK(i + 1 < argc, "flag {} needs a value", arg);
-      value = argv[++i];
-    }
-    values[arg] = value;
-  }
-
+// Throws braid::UsageError for a mistake on the command line; nullopt after --help.
+std::optional<Options> parse_options(int argc, char** argv) {
+  const braid::CommandLine cl = braid::parse_command_line(kUsage, {argv + 1, argv + argc});
+  if (cl.help) return std::nullopt;
   Options options;
   auto take = [&](const char* flag, std::string& into) {
-    if (auto it = values.find(flag); it != values.end()) into = it->second;
+    if (auto value = cl.value(flag)) into = *value;
   };
   take("--tokenizer", options.tokenizer);
   take("--vocab-dir", options.vocab_dir);
@@ -85,23 +75,22 @@ Options parse_options(int argc, char** argv) {
   take("--output", options.output);
   take("--val-output", options.val_output);
   take("--eot-marker", options.eot_marker);
-  if (auto it = values.find("--split-val"); it != values.end()) {
+  if (auto text = cl.value("--split-val")) {
     char* end = nullptr;
-    options.split_val = std::strtod(it->second.c_str(), &end);
-    BRAID_CHECK(end != it->second.c_str() && *end == '\0' && options.split_val > 0.0 &&
-                    options.split_val < 1.0,
-                "--split-val must be a fraction strictly between 0 and 1 (e.g. 0.05), got '{}'",
-                it->second);
+    options.split_val = std::strtod(text->c_str(), &end);
+    if (end == text->c_str() || *end != '\0' || !(options.split_val > 0.0) ||
+        !(options.split_val < 1.0))
+      throw braid::UsageError(fmt::format(
+          "--split-val must be a fraction strictly between 0 and 1 (e.g. 0.05), got '{}'", *text));
   }
   if (options.vocab_dir.empty()) {
     const char* data_dir = std::getenv("BRAID_DATA_DIR");
     options.vocab_dir = std::string(data_dir && *data_dir ? data_dir : "data") + "/gpt2";
   }
-  BRAID_CHECK(!options.input.empty(), "--input TEXT is required (the text file to tokenise)");
-  BRAID_CHECK(!options.output.empty(), "--output OUT.bin is required (the shard to write)");
-  BRAID_CHECK((options.split_val > 0.0) == !options.val_output.empty(),
-              "--split-val and --val-output go together: give both to write a validation shard, "
-              "or neither");
+  if ((options.split_val > 0.0) != !options.val_output.empty())
+    throw braid::UsageError(
+        "--split-val and --val-output go together: give both to write a validation shard, or "
+        "neither");
   return options;
 }
 
@@ -110,7 +99,19 @@ std::string read_text(const std::string& path) {
   BRAID_CHECK(in.good(), "cannot open input text '{}' (expected a readable UTF-8 text file)", path);
   std::ostringstream buffer;
   buffer << in.rdbuf();
-  return buffer.str();
+  std::string text = buffer.str();
+  // The tokenizers take any bytes, but a file that is not UTF-8 text (a binary, or text in
+  // another encoding) would silently become a shard of garbage: say where it went wrong.
+  BRAID_CHECK(!text.empty(), "input text '{}' is empty (expected UTF-8 text)", path);
+  if (const std::optional<size_t> bad = braid::data::first_invalid_utf8(text)) {
+    const auto line =
+        std::count(text.begin(), text.begin() + static_cast<std::ptrdiff_t>(*bad), '\n') + 1;
+    BRAID_FAIL(
+        "input text '{}' is not valid UTF-8: malformed sequence at byte offset {} (line {}, byte "
+        "0x{:02X}); expected UTF-8 text",
+        path, *bad, line, static_cast<unsigned char>(text[*bad]));
+  }
+  return text;
 }
 
 // Token index where validation starts: the last `fraction` of the tokens, moved to the closest
@@ -134,7 +135,9 @@ size_t choose_split(const std::vector<int32_t>& tokens, int32_t eot, double frac
 }
 
 int run(int argc, char** argv) {
-  const Options options = parse_options(argc, argv);
+  const std::optional<Options> parsed = parse_options(argc, argv);
+  if (!parsed) return braid::print_help(kUsage);
+  const Options& options = *parsed;
   const auto tokenizer = braid::data::make_tokenizer(options.tokenizer, options.vocab_dir);
   const std::string text = read_text(options.input);
 
@@ -154,6 +157,9 @@ int run(int argc, char** argv) {
     ++documents;
     pos = marker + options.eot_marker.size();
   }
+  BRAID_CHECK(tokens.size() > documents,
+              "input text '{}' holds no text, only {} EOT marker{} (expected UTF-8 text)",
+              options.input, documents, documents == 1 ? "" : "s");
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   std::printf("braid-tokenize: %s: %zu bytes -> %zu tokens (%zu EOT markers) in %.2f s\n",
@@ -185,6 +191,8 @@ int run(int argc, char** argv) {
 int main(int argc, char** argv) {
   try {
     return run(argc, argv);
+  } catch (const braid::UsageError& e) {
+    return braid::print_usage_error(kUsage, e);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "braid-tokenize: error: %s\n", e.what());
     return 1;

@@ -3,6 +3,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string_view>
 
 namespace braid::data {
@@ -26,5 +27,10 @@ struct Utf8Char {
 // values above U+10FFFF and truncated sequences yield {kInvalidCodepoint, 1}, so arbitrary
 // bytes still split into pieces that cover the input exactly.
 Utf8Char decode_utf8(std::string_view text, size_t pos);
+
+// The byte offset of the first malformed sequence in `text` (by decode_utf8's rules), or
+// nullopt when all of `text` is valid UTF-8. The tokenizers accept any bytes; this is for
+// callers that promise UTF-8 text, to reject anything else where it is read.
+std::optional<size_t> first_invalid_utf8(std::string_view text);
 
 }  // namespace braid::data
