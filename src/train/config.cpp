@@ -19,6 +19,7 @@
 #include <sstream>
 
 #include "braid/core/error.h"
+#include "braid/parallel/strategy.h"
 
 namespace braid::train {
 namespace {
@@ -431,6 +432,9 @@ class Checker {
         fmt::format("{}{} {}", where.empty() ? "" : where + ": ", value(path), rule));
   }
 
+  // A problem whose message names its field itself (a map field has no single value to print).
+  void add(const std::string& message) { problems_.push_back(message); }
+
   // A string field restricted to a few names; suggests the closest for a typo.
   void expect_one_of(const std::string& path, const std::string& actual,
                      const std::vector<std::string>& allowed) {
@@ -539,6 +543,7 @@ void apply_defaults(TrainConfig& cfg) {
   fill("training.skip_nonfinite_steps", t->has_skip_nonfinite_steps(),
        [&] { t->set_skip_nonfinite_steps(false); });
   fill("training.threads", t->has_threads(), [&] { t->set_threads(0); });
+  fill("training.peak_flops", t->has_peak_flops(), [&] { t->set_peak_flops(0.0); });
 
   auto* s = cfg.proto.mutable_sample();
   fill("sample.every", s->has_every(), [&] { s->set_every(0); });
@@ -642,6 +647,8 @@ std::vector<std::string> find_problems(const TrainConfig& cfg) {
   c.expect(t.val_steps() > 0, "training.val_steps", "must be > 0 (batches per validation pass)");
   c.expect(t.log_every() > 0, "training.log_every", "must be > 0");
   c.expect(t.threads() >= 0, "training.threads", "must be >= 0 (0 = automatic)");
+  c.expect(t.peak_flops() >= 0 && std::isfinite(t.peak_flops()), "training.peak_flops",
+           "must be >= 0 and finite (FLOP/s of one rank, e.g. 1.5e11; 0 = measure it)");
 
   c.expect(s.every() >= 0, "sample.every", "must be >= 0 (0 = only at the end)");
   c.expect(s.tokens() >= 0, "sample.tokens", "must be >= 0 (0 = no sampling)");
@@ -656,6 +663,26 @@ std::vector<std::string> find_problems(const TrainConfig& cfg) {
   c.expect(p.tp() >= 1, "parallel.tp", "must be >= 1 (1 = no tensor parallelism)");
   c.expect(p.pp() >= 1, "parallel.pp", "must be >= 1 (1 = no pipeline parallelism)");
   c.expect(p.dp() >= 1, "parallel.dp", "must be >= 1 (1 = no data parallelism)");
+  // The strategy by name, then with its options, made as the Trainer will make it, so a typo in
+  // either is reported here rather than after the model is built.
+  std::vector<std::string> strategies = {"auto"};
+  for (const std::string& name : parallel::registered_strategies()) strategies.push_back(name);
+  c.expect_one_of("parallel.strategy", p.strategy(), strategies);
+  if (std::find(strategies.begin(), strategies.end(), p.strategy()) != strategies.end()) {
+    // "auto" as the Trainer resolves it.
+    const std::string name = p.strategy() == "auto" ? (p.dp() > 1 ? "ddp" : "none") : p.strategy();
+    try {
+      parallel::make_strategy(name, parallel::StrategyOptions(p.strategy_options().begin(),
+                                                              p.strategy_options().end()));
+    } catch (const Error& e) {
+      std::string why = e.what();
+      // Drop the "(file:line)" braid::Error ends with: it points into the strategy, not the
+      // config.
+      if (const size_t at = why.rfind(" ("); at != std::string::npos && why.back() == ')')
+        why.resize(at);
+      c.add(fmt::format("parallel.strategy_options (for {}): {}", c.ref("parallel.strategy"), why));
+    }
+  }
   if (p.tp() >= 1 && m.n_head() > 0) {
     c.expect(m.n_head() % p.tp() == 0, "parallel.tp",
              fmt::format("does not divide {} (each tensor-parallel rank owns whole heads); "
@@ -676,11 +703,13 @@ std::vector<std::string> find_problems(const TrainConfig& cfg) {
              "needs pipeline parallelism (parallel.pp > 1)");
     if (p.stage_layers_size() == 0) {
       const int64_t pieces = static_cast<int64_t>(p.pp()) * v;
-      c.expect(m.n_layer() % pieces == 0, "parallel.pp",
-               fmt::format("x parallel.virtual_stages = {} virtual stages do not divide {} (each "
-                           "owns whole blocks); nearest valid pp x virtual_stages: {}, or list "
-                           "the blocks per virtual stage in parallel.stage_layers",
-                           pieces, c.ref("model.n_layer"), nearest_divisors(m.n_layer(), pieces)));
+      c.expect(
+          m.n_layer() % pieces == 0, "parallel.pp",
+          fmt::format("x parallel.virtual_stages = {} gives {} virtual stages, which do not "
+                      "divide {} (each owns whole blocks); nearest valid pp x "
+                      "virtual_stages: {}, or list the blocks per virtual stage in "
+                      "parallel.stage_layers",
+                      v, pieces, c.ref("model.n_layer"), nearest_divisors(m.n_layer(), pieces)));
     } else {
       int64_t sum = 0;
       bool non_negative = true;
@@ -688,17 +717,19 @@ std::vector<std::string> find_problems(const TrainConfig& cfg) {
         sum += layers;
         non_negative = non_negative && layers >= 0;
       }
-      c.expect(
-          p.stage_layers_size() == p.pp() * v && sum == m.n_layer() && non_negative, "parallel.pp",
-          fmt::format("x parallel.virtual_stages = {} virtual stages, but "
-                      "parallel.stage_layers lists {} counts summing to {}; it needs {} "
-                      "counts >= 0 that sum to {}",
-                      p.pp() * v, p.stage_layers_size(), sum, p.pp() * v, c.ref("model.n_layer")));
+      c.expect(p.stage_layers_size() == p.pp() * v && sum == m.n_layer() && non_negative,
+               "parallel.pp",
+               fmt::format("x parallel.virtual_stages = {} gives {} virtual stages, but "
+                           "parallel.stage_layers lists {} counts summing to {}; it needs {} "
+                           "counts >= 0 that sum to {}",
+                           v, p.pp() * v, p.stage_layers_size(), sum, p.pp() * v,
+                           c.ref("model.n_layer")));
     }
   }
+  c.expect(p.micro_batches() >= 0, "parallel.micro_batches", "must be >= 0 (0 = pp)");
+  c.expect_one_of("parallel.schedule", p.schedule(), {"auto", "1f1b", "gpipe", "interleaved_1f1b"});
   if (p.pp() > 1) {
     const int micro = p.micro_batches() > 0 ? p.micro_batches() : p.pp();
-    c.expect(p.micro_batches() >= 0, "parallel.micro_batches", "must be >= 0 (0 = pp)");
     c.expect(t.batch_size() % micro == 0, "training.batch_size",
              fmt::format("does not split into {} micro-batches (parallel.micro_batches; 0 means "
                          "pp); use a multiple of {}",
@@ -706,11 +737,14 @@ std::vector<std::string> find_problems(const TrainConfig& cfg) {
     c.expect(t.grad_accum_steps() == 1, "training.grad_accum_steps",
              "must be 1 with pipeline parallelism: the pipeline accumulates over "
              "parallel.micro_batches instead");
-    c.expect_one_of("parallel.schedule", p.schedule(),
-                    {"auto", "1f1b", "gpipe", "interleaved_1f1b"});
     c.expect(p.schedule() != "1f1b" || p.virtual_stages() == 1, "parallel.schedule",
-             "runs one model chunk per stage; with parallel.virtual_stages > 1 use "
-             "interleaved_1f1b");
+             fmt::format("runs one model chunk per stage, but {}; use interleaved_1f1b (or "
+                         "gpipe)",
+                         c.ref("parallel.virtual_stages")));
+    c.expect(p.schedule() != "interleaved_1f1b" || p.virtual_stages() > 1, "parallel.schedule",
+             fmt::format("interleaves model chunks, so it needs parallel.virtual_stages > 1, but "
+                         "{}; set virtual_stages to 2 or more, or use 1f1b",
+                         c.ref("parallel.virtual_stages")));
     const bool interleaved =
         p.schedule() == "interleaved_1f1b" || (p.schedule() == "auto" && p.virtual_stages() > 1);
     c.expect(!interleaved || micro >= p.pp(), "parallel.micro_batches",
@@ -729,7 +763,34 @@ std::vector<std::string> find_problems(const TrainConfig& cfg) {
            "needs checkpoint.dir (where to write them)");
   c.expect(cfg.proto.resume() != "latest" || !k.dir().empty(), "resume",
            "needs checkpoint.dir (where to look for the latest checkpoint)");
+  if (!cfg.proto.resume().empty() && cfg.proto.resume() != "latest") {
+    std::error_code ec;
+    c.expect(std::filesystem::exists(cfg.proto.resume(), ec), "resume",
+             fmt::format("does not exist (relative paths start at {}); name a checkpoint "
+                         "(step_<N>/), a checkpoint folder, or \"latest\"",
+                         std::filesystem::current_path(ec).string()));
+  }
   return c.problems_;
+}
+
+std::string world_size_problem(const TrainConfig& cfg, int world_size) {
+  const auto& p = cfg.parallel();
+  const int64_t ranks = static_cast<int64_t>(p.tp()) * p.pp() * p.dp();
+  if (ranks == world_size) return "";
+  const Checker c(cfg);
+  const int64_t model_ranks = static_cast<int64_t>(p.tp()) * p.pp();
+  const std::string fix =
+      model_ranks > 0 && world_size % model_ranks == 0
+          ? fmt::format(
+                "with tp and pp as they are, dp={} would fit (--set parallel.dp={}), or "
+                "start {} ranks",
+                world_size / model_ranks, world_size / model_ranks, ranks)
+          : fmt::format(
+                "no dp fits, as tp x pp = {} does not divide {}; start {} ranks (or "
+                "another multiple of {}, with dp to match)",
+                model_ranks, world_size, ranks, model_ranks);
+  return fmt::format("{} x {} x {} is {} ranks, but the job has {}; {}", c.ref("parallel.tp"),
+                     c.ref("parallel.pp"), c.ref("parallel.dp"), ranks, world_size, fix);
 }
 
 void validate(const TrainConfig& cfg) {

@@ -1,4 +1,4 @@
-// Step-metric formatting, the CPU peak-FLOP/s probe and the progress bar.
+// Step-metric formatting and the progress bar (the MFU peak: peak_flops.cpp).
 #include "braid/train/metrics.h"
 
 #include <fmt/format.h>
@@ -8,26 +8,14 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <map>
 #include <string>
+#include <string_view>
 #include <vector>
 
-#include "ops/cpu/sgemm_backend.h"
+#include "braid/core/error.h"
 
 namespace braid::train {
-
-double measure_cpu_peak_flops() {
-  constexpr int kN = 768;
-  std::vector<float> a(kN * kN, 0.5f), b(kN * kN, 0.25f), c(kN * kN, 0.0f);
-  double best = 0;
-  for (int run = 0; run < 4; ++run) {
-    const auto t0 = std::chrono::steady_clock::now();
-    ops::cpu::row_major_sgemm(false, false, kN, kN, kN, 1.0f, a.data(), kN, b.data(), kN, 0.0f,
-                              c.data(), kN);
-    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    best = std::max(best, 2.0 * kN * kN * kN / s);
-  }
-  return best;
-}
 
 std::string format_step(const StepMetrics& m, int64_t total_steps) {
   return fmt::format(
@@ -39,16 +27,46 @@ std::string format_step(const StepMetrics& m, int64_t total_steps) {
 
 namespace {
 
-// A terminal on stdout, unless BRAID_PROGRESS says otherwise (mpirun gives ranks a pty even
-// when its own output goes to a file, so launch scripts pass the real answer down).
-bool progress_wanted() {
-  if (const char* env = std::getenv("BRAID_PROGRESS")) return std::string(env) != "0";
-  return isatty(STDOUT_FILENO) == 1;
-}
+// The variables OpenMPI's mpirun, PMIx launchers (prterun, srun --mpi=pmix), MPICH/Hydra and
+// Slurm's srun give each rank.
+constexpr const char* kLauncherVars[] = {"OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_RANK",
+                                         "SLURM_PROCID"};
+
+// The launcher variables as the process started with them, read before main(), so before
+// MPI_Init: OpenMPI's singleton init sets PMIX_RANK in a process that no launcher started.
+const std::map<std::string, std::string> kLaunchEnvironment = [] {
+  std::map<std::string, std::string> vars;
+  for (const char* name : kLauncherVars)
+    if (const char* value = std::getenv(name)) vars[name] = value;
+  return vars;
+}();
 
 }  // namespace
 
-ProgressBar::ProgressBar(int64_t total) : total_(total), active_(total > 0 && progress_wanted()) {}
+bool progress_bar_wanted(const std::function<const char*(const char*)>& env,
+                         bool stdout_is_terminal) {
+  const char* asked = env("BRAID_PROGRESS");
+  if (asked != nullptr && *asked != '\0') {
+    const std::string value = asked;
+    BRAID_CHECK(value == "0" || value == "1",
+                "BRAID_PROGRESS must be 1 (draw the progress bar) or 0 (never), got '{}'", value);
+    return value == "1";
+  }
+  for (const char* launcher_var : kLauncherVars)
+    if (env(launcher_var) != nullptr) return false;
+  return stdout_is_terminal;
+}
+
+ProgressBar::ProgressBar(int64_t total) : total_(total), active_(false) {
+  if (total <= 0) return;
+  // BRAID_PROGRESS as it is now; the launcher's variables as they were at start.
+  const auto env = [](const char* name) -> const char* {
+    if (std::string_view(name) == "BRAID_PROGRESS") return std::getenv(name);
+    const auto it = kLaunchEnvironment.find(name);
+    return it == kLaunchEnvironment.end() ? nullptr : it->second.c_str();
+  };
+  active_ = progress_bar_wanted(env, isatty(STDOUT_FILENO) == 1);
+}
 
 void ProgressBar::update(const StepMetrics& m) {
   if (!active_) return;

@@ -58,6 +58,11 @@ std::vector<std::string> find_problems(const TrainConfig& cfg);
 // Throws braid::Error listing every problem find_problems reports (joined with "; ").
 void validate(const TrainConfig& cfg);
 
+// "" when parallel.tp * pp * dp is `world_size`, the number of ranks the job started (known only
+// at run time, so validate cannot check it); otherwise one line naming the three values, where
+// each was set, and the dp that would fit.
+std::string world_size_problem(const TrainConfig& cfg, int world_size);
+
 // Applies command-line overrides and returns the arguments it did not consume, in order, so a
 // binary can handle its own flags (including --config, which the caller reads).
 // Understood:

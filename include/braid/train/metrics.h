@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 
 namespace braid::train {
@@ -13,20 +14,27 @@ struct StepMetrics {
   double grad_norm = 0;  // before clipping
   double step_ms = 0;
   double tokens_per_s = 0;
-  double mfu = 0;          // achieved / peak FLOP/s, by the DESIGN.md convention
+  double mfu = 0;          // achieved / peak FLOP/s (peak_flops.h), by the DESIGN.md convention
   int64_t peak_bytes = 0;  // host allocator peak during the step
   bool skipped = false;    // non-finite loss or gradient, update skipped
 };
 
-// Peak FLOP/s of this host measured with sgemm on all OpenMP threads (best of a few runs of a
-// square product); the MFU denominator on CPU.
-double measure_cpu_peak_flops();
-
 // One line for logs: "step 10/200 | loss 5.1234 | lr 1.0e-03 | ...".
 std::string format_step(const StepMetrics& m, int64_t total_steps);
 
-// Draws a single-line progress bar on the terminal (\r-rewritten); no-op when stdout is not
-// a terminal or BRAID_PROGRESS=0.
+// Whether to draw the progress bar, from `env` (looks a variable up, nullptr when unset, as
+// std::getenv does) and whether stdout is a terminal:
+//   BRAID_PROGRESS=1 / =0 decides (empty counts as unset; any other value throws braid::Error);
+//   else none under an MPI launcher (OMPI_COMM_WORLD_SIZE, PMIX_RANK, PMI_RANK or SLURM_PROCID
+//   set): mpirun gives ranks a pty even when its own output goes to a file, so a launch script
+//   that sees a terminal passes BRAID_PROGRESS=1 down;
+//   else a bar iff stdout is a terminal.
+bool progress_bar_wanted(const std::function<const char*(const char*)>& env,
+                         bool stdout_is_terminal);
+
+// Draws a single-line progress bar on the terminal (\r-rewritten) when progress_bar_wanted says
+// so for this process (the launcher variables as the process started with them, before MPI_Init
+// could add its own); a no-op otherwise.
 class ProgressBar {
  public:
   explicit ProgressBar(int64_t total);

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "braid/core/error.h"
+#include "braid/train/trainer.h"
 
 namespace braid::train {
 namespace {
@@ -223,6 +224,454 @@ TEST(Config, EachRuleNamesFieldAndLine) {
     EXPECT_NE(message.find(c.hint), std::string::npos)
         << "expected " << c.hint << " in " << message;
   }
+}
+
+using Edits = std::vector<std::pair<std::string, std::string>>;  // (text in kBase, replacement)
+
+// One constraint stated in src/proto/train_config.proto, checked at its boundary: `accepted`
+// (the nearest valid value) must validate, `rejected` (just past it) must be reported naming
+// `field`, the line that set it (unless `located` is false: a map field has no line) and `hint`.
+struct Boundary {
+  std::string constraint;
+  Edits accepted;
+  Edits rejected;
+  std::string field;
+  std::string hint;
+  bool located = true;
+  std::string line_text;  // text on the line the message must point at; "" = "  <leaf>:"
+};
+
+std::string edited(const Edits& edits) {
+  std::string text = kBase;
+  for (const auto& [from, to] : edits) text = replaced(text, from, to);
+  return text;
+}
+
+// Edits that add a line to a section after `anchor` (a line of kBase).
+std::pair<std::string, std::string> add_after(const std::string& anchor, const std::string& line) {
+  return {anchor + "\n", anchor + "\n  " + line + "\n"};
+}
+
+// kBase with a checkpoint section holding `lines`.
+std::pair<std::string, std::string> checkpoint_section(const std::string& lines) {
+  return {"  dp: 1\n}\n", "  dp: 1\n}\ncheckpoint {\n" + lines + "}\n"};
+}
+
+TEST(Config, EveryProtoConstraintAtItsBoundary) {
+  const auto pp2 = std::pair<std::string, std::string>{"pp: 1", "pp: 2"};
+  const std::string existing = fs::temp_directory_path().string();
+  const std::vector<Boundary> cases = {
+      // ModelConfig
+      {"vocab_size >= 257 for byte",
+       {{"\"gpt2\"", "\"byte\""}, {"vocab_size: 50257", "vocab_size: 257"}},
+       {{"\"gpt2\"", "\"byte\""}, {"vocab_size: 50257", "vocab_size: 256"}},
+       "model.vocab_size",
+       ">= 257"},
+      {"vocab_size >= 50257 for gpt2",
+       {},
+       {{"vocab_size: 50257", "vocab_size: 50256"}},
+       "model.vocab_size",
+       ">= 50257"},
+      {"n_layer > 0",
+       {{"n_layer: 4", "n_layer: 1"}},
+       {{"n_layer: 4", "n_layer: 0"}},
+       "model.n_layer",
+       "> 0"},
+      {"n_head > 0",
+       {{"n_head: 4", "n_head: 1"}},
+       {{"n_head: 4", "n_head: 0"}},
+       "model.n_head",
+       "> 0"},
+      {"n_head divides n_embd",
+       {{"n_head: 4", "n_head: 8"}},
+       {{"n_head: 4", "n_head: 6"}},
+       "model.n_head",
+       "does not divide model.n_embd = 256"},
+      {"n_embd > 0",
+       {{"n_embd: 256", "n_embd: 4"}},
+       {{"n_embd: 256", "n_embd: 0"}},
+       "model.n_embd",
+       "> 0"},
+      {"block_size > 0",
+       {{"block_size: 128", "block_size: 1"}, {"seq_len: 128", "seq_len: 1"}},
+       {{"block_size: 128", "block_size: 0"}, {"seq_len: 128", "seq_len: 1"}},
+       "model.block_size",
+       "> 0"},
+      {"padded_vocab_multiple > 0",
+       {add_after("  n_embd: 256", "padded_vocab_multiple: 1")},
+       {add_after("  n_embd: 256", "padded_vocab_multiple: 0")},
+       "model.padded_vocab_multiple",
+       "> 0"},
+      // DataConfig
+      {"train_pattern required",
+       {{"train_pattern: \"train_*.bin\"", "train_pattern: \"x\""}},
+       {{"train_pattern: \"train_*.bin\"", "train_pattern: \"\""}},
+       "data.train_pattern",
+       "must name the training shards"},
+      {"tokenizer is gpt2 or byte",
+       {{"\"gpt2\"", "\"byte\""}},
+       {{"\"gpt2\"", "\"bpe\""}},
+       "data.tokenizer",
+       "\"gpt2\", \"byte\""},
+      // OptimizerConfig
+      {"name is adamw or sgd",
+       {{"\"adamw\"", "\"sgd\""}},
+       {{"\"adamw\"", "\"lamb\""}},
+       "optimizer.name",
+       "\"adamw\", \"sgd\""},
+      {"lr > 0", {{"lr: 1e-3", "lr: 1e-4"}}, {{"lr: 1e-3", "lr: 0"}}, "optimizer.lr", "> 0"},
+      {"lr finite", {}, {{"lr: 1e-3", "lr: inf"}}, "optimizer.lr", "finite"},
+      {"min_lr <= lr",
+       {{"min_lr: 1e-4", "min_lr: 1e-3"}},
+       {{"min_lr: 1e-4", "min_lr: 1.1e-3"}},
+       "optimizer.min_lr",
+       "[0, optimizer.lr = 0.001"},
+      {"min_lr >= 0",
+       {{"min_lr: 1e-4", "min_lr: 0"}},
+       {{"min_lr: 1e-4", "min_lr: -1e-9"}},
+       "optimizer.min_lr",
+       "[0, "},
+      {"weight_decay >= 0",
+       {add_after("  eps: 1e-8", "weight_decay: 0")},
+       {add_after("  eps: 1e-8", "weight_decay: -0.01")},
+       "optimizer.weight_decay",
+       ">= 0"},
+      {"beta1 < 1",
+       {{"beta1: 0.9", "beta1: 0.999"}},
+       {{"beta1: 0.9", "beta1: 1"}},
+       "optimizer.beta1",
+       "[0, 1)"},
+      {"beta1 >= 0",
+       {{"beta1: 0.9", "beta1: 0"}},
+       {{"beta1: 0.9", "beta1: -0.01"}},
+       "optimizer.beta1",
+       "[0, 1)"},
+      {"beta2 < 1",
+       {{"beta2: 0.95", "beta2: 0.999"}},
+       {{"beta2: 0.95", "beta2: 1"}},
+       "optimizer.beta2",
+       "[0, 1)"},
+      {"beta2 >= 0",
+       {{"beta2: 0.95", "beta2: 0"}},
+       {{"beta2: 0.95", "beta2: -0.01"}},
+       "optimizer.beta2",
+       "[0, 1)"},
+      {"eps > 0", {{"eps: 1e-8", "eps: 1e-30"}}, {{"eps: 1e-8", "eps: 0"}}, "optimizer.eps", "> 0"},
+      {"momentum < 1",
+       {{"\"adamw\"", "\"sgd\""}, add_after("  eps: 1e-8", "momentum: 0.999")},
+       {{"\"adamw\"", "\"sgd\""}, add_after("  eps: 1e-8", "momentum: 1")},
+       "optimizer.momentum",
+       "[0, 1)"},
+      {"momentum >= 0",
+       {add_after("  eps: 1e-8", "momentum: 0")},
+       {add_after("  eps: 1e-8", "momentum: -0.1")},
+       "optimizer.momentum",
+       "[0, 1)"},
+      {"grad_clip >= 0",
+       {add_after("  eps: 1e-8", "grad_clip: 0")},
+       {add_after("  eps: 1e-8", "grad_clip: -1")},
+       "optimizer.grad_clip",
+       ">= 0"},
+      {"warmup_steps <= training.steps",
+       {{"warmup_steps: 20", "warmup_steps: 200"}},
+       {{"warmup_steps: 20", "warmup_steps: 201"}},
+       "optimizer.warmup_steps",
+       "exceeds training.steps = 200"},
+      {"warmup_steps >= 0",
+       {{"warmup_steps: 20", "warmup_steps: 0"}},
+       {{"warmup_steps: 20", "warmup_steps: -1"}},
+       "optimizer.warmup_steps",
+       ">= 0"},
+      {"schedule is cosine or constant",
+       {{"\"cosine\"", "\"constant\""}},
+       {{"\"cosine\"", "\"step\""}},
+       "optimizer.schedule",
+       "\"cosine\", \"constant\""},
+      // TrainingConfig
+      {"steps > 0",
+       {{"warmup_steps: 20", "warmup_steps: 0"}, {"steps: 200", "steps: 1"}},
+       {{"warmup_steps: 20", "warmup_steps: 0"}, {"steps: 200", "steps: 0"}},
+       "training.steps",
+       "> 0"},
+      {"batch_size > 0",
+       {{"batch_size: 8", "batch_size: 1"}},
+       {{"batch_size: 8", "batch_size: 0"}},
+       "training.batch_size",
+       "> 0"},
+      {"seq_len > 0",
+       {{"seq_len: 128", "seq_len: 1"}},
+       {{"seq_len: 128", "seq_len: 0"}},
+       "training.seq_len",
+       "> 0"},
+      {"seq_len <= block_size",
+       {},
+       {{"seq_len: 128", "seq_len: 129"}},
+       "training.seq_len",
+       "exceeds model.block_size = 128"},
+      {"grad_accum_steps >= 1",
+       {{"grad_accum_steps: 1", "grad_accum_steps: 2"}},
+       {{"grad_accum_steps: 1", "grad_accum_steps: 0"}},
+       "training.grad_accum_steps",
+       ">= 1"},
+      {"val_every >= 0",
+       {add_after("  batch_size: 8", "val_every: 0")},
+       {add_after("  batch_size: 8", "val_every: -1")},
+       "training.val_every",
+       ">= 0"},
+      {"val_steps > 0",
+       {add_after("  batch_size: 8", "val_steps: 1")},
+       {add_after("  batch_size: 8", "val_steps: 0")},
+       "training.val_steps",
+       "> 0"},
+      {"log_every > 0",
+       {add_after("  batch_size: 8", "log_every: 1")},
+       {add_after("  batch_size: 8", "log_every: 0")},
+       "training.log_every",
+       "> 0"},
+      {"threads >= 0",
+       {add_after("  batch_size: 8", "threads: 0")},
+       {add_after("  batch_size: 8", "threads: -1")},
+       "training.threads",
+       ">= 0"},
+      {"peak_flops >= 0",
+       {add_after("  batch_size: 8", "peak_flops: 0")},
+       {add_after("  batch_size: 8", "peak_flops: -1")},
+       "training.peak_flops",
+       ">= 0"},
+      {"peak_flops finite",
+       {add_after("  batch_size: 8", "peak_flops: 1.5e11")},
+       {add_after("  batch_size: 8", "peak_flops: inf")},
+       "training.peak_flops",
+       "finite"},
+      // SampleConfig
+      {"every >= 0",
+       {add_after("  top_k: 40", "every: 0")},
+       {add_after("  top_k: 40", "every: -1")},
+       "sample.every",
+       ">= 0"},
+      {"tokens >= 0",
+       {add_after("  top_k: 40", "tokens: 0")},
+       {add_after("  top_k: 40", "tokens: -1")},
+       "sample.tokens",
+       ">= 0"},
+      {"temperature > 0",
+       {{"temperature: 0.8", "temperature: 1e-6"}},
+       {{"temperature: 0.8", "temperature: 0"}},
+       "sample.temperature",
+       "> 0"},
+      {"top_k <= vocab_size",
+       {{"top_k: 40", "top_k: 50257"}},
+       {{"top_k: 40", "top_k: 50258"}},
+       "sample.top_k",
+       "exceeds model.vocab_size = 50257"},
+      {"top_k >= 0",
+       {{"top_k: 40", "top_k: 0"}},
+       {{"top_k: 40", "top_k: -1"}},
+       "sample.top_k",
+       ">= 0"},
+      // ParallelConfig
+      {"tp >= 1", {}, {{"tp: 1", "tp: 0"}}, "parallel.tp", ">= 1"},
+      {"tp divides n_head",
+       {{"tp: 1", "tp: 4"}},
+       {{"tp: 1", "tp: 3"}},
+       "parallel.tp",
+       "does not divide model.n_head = 4"},
+      {"pp >= 1", {}, {{"pp: 1", "pp: 0"}}, "parallel.pp", ">= 1"},
+      {"pp x virtual_stages divides n_layer",
+       {{"pp: 1", "pp: 4"}},
+       {{"pp: 1", "pp: 3"}},
+       "parallel.pp",
+       "do not divide model.n_layer = 4"},
+      {"dp >= 1", {{"dp: 1", "dp: 2"}}, {{"dp: 1", "dp: 0"}}, "parallel.dp", ">= 1"},
+      {"strategy is auto or registered",
+       {add_after("  dp: 1", "strategy: \"zero1\"")},
+       {add_after("  dp: 1", "strategy: \"zero\"")},
+       "parallel.strategy",
+       "did you mean \"zero1\""},
+      {"strategy_options are the strategy's",
+       {add_after("  dp: 1",
+                  "strategy: \"ddp\" strategy_options { key: \"bucket_mb\" value: "
+                  "\"4\" }")},
+       {add_after("  dp: 1",
+                  "strategy: \"ddp\" strategy_options { key: \"bucket\" value: "
+                  "\"4\" }")},
+       "parallel.strategy_options",
+       "strategy ddp has no option 'bucket' (options: bucket_mb)",
+       false},
+      {"sequence_parallel needs seq_len divisible by tp",
+       {{"tp: 1", "tp: 2"}, add_after("  dp: 1", "sequence_parallel: true")},
+       {{"tp: 1", "tp: 2"},
+        add_after("  dp: 1", "sequence_parallel: true"),
+        {"seq_len: 128", "seq_len: 127"}},
+       "training.seq_len",
+       "not divisible by parallel.tp = 2"},
+      {"virtual_stages >= 1",
+       {add_after("  dp: 1", "virtual_stages: 1")},
+       {add_after("  dp: 1", "virtual_stages: 0")},
+       "parallel.virtual_stages",
+       ">= 1"},
+      {"virtual_stages > 1 needs pp > 1",
+       {pp2, add_after("  dp: 1", "virtual_stages: 2")},
+       {add_after("  dp: 1", "virtual_stages: 2")},
+       "parallel.virtual_stages",
+       "needs pipeline parallelism"},
+      {"micro_batches >= 0",
+       {add_after("  dp: 1", "micro_batches: 0")},
+       {add_after("  dp: 1", "micro_batches: -1")},
+       "parallel.micro_batches",
+       ">= 0"},
+      {"micro_batches divides batch_size",
+       {pp2, add_after("  dp: 1", "micro_batches: 4")},
+       {pp2, add_after("  dp: 1", "micro_batches: 3")},
+       "training.batch_size",
+       "does not split into 3 micro-batches"},
+      {"grad_accum_steps is 1 with pp > 1",
+       {pp2},
+       {pp2, {"grad_accum_steps: 1", "grad_accum_steps: 2"}},
+       "training.grad_accum_steps",
+       "must be 1 with pipeline parallelism"},
+      {"schedule names (checked with pp = 1 too)",
+       {add_after("  dp: 1", "schedule: \"gpipe\"")},
+       {add_after("  dp: 1", "schedule: \"1f1f\"")},
+       "parallel.schedule",
+       "did you mean \"1f1b\"",
+       true,
+       "schedule: \"1f1f\""},
+      {"1f1b needs virtual_stages = 1",
+       {pp2, add_after("  dp: 1", "schedule: \"1f1b\"")},
+       {pp2, add_after("  dp: 1", "schedule: \"1f1b\" virtual_stages: 2")},
+       "parallel.schedule",
+       "runs one model chunk per stage, but parallel.virtual_stages = 2",
+       true,
+       "schedule: \"1f1b\""},
+      {"interleaved_1f1b needs virtual_stages > 1",
+       {pp2, add_after("  dp: 1", "schedule: \"interleaved_1f1b\" virtual_stages: 2")},
+       {pp2, add_after("  dp: 1", "schedule: \"interleaved_1f1b\" virtual_stages: 1")},
+       "parallel.schedule",
+       "needs parallel.virtual_stages > 1, but parallel.virtual_stages = 1",
+       true,
+       "schedule: \"interleaved_1f1b\""},
+      {"interleaved_1f1b needs micro_batches >= pp",
+       {pp2, add_after("  dp: 1", "virtual_stages: 2 micro_batches: 2")},
+       {pp2, add_after("  dp: 1", "virtual_stages: 2\n  micro_batches: 1")},
+       "parallel.micro_batches",
+       "fewer than the 2 pipeline stages"},
+      {"stage_layers sum to n_layer",
+       {pp2, add_after("  dp: 1", "stage_layers: [1, 3]")},
+       {pp2, add_after("  dp: 1", "stage_layers: [1, 2]")},
+       "parallel.pp",
+       "lists 2 counts summing to 3; it needs 2 counts >= 0 that sum to model.n_layer = 4"},
+      {"stage_layers has pp x virtual_stages counts",
+       {pp2, add_after("  dp: 1", "stage_layers: [0, 4]")},
+       {pp2, add_after("  dp: 1", "stage_layers: [4]")},
+       "parallel.pp",
+       "lists 1 counts"},
+      {"stage_layers counts >= 0",
+       {},
+       {pp2, add_after("  dp: 1", "stage_layers: [-1, 5]")},
+       "parallel.pp",
+       "counts >= 0"},
+      // CheckpointConfig
+      {"mode is sync, async or overlapped",
+       {checkpoint_section("  dir: \"ck\"\n  mode: \"overlapped\"\n")},
+       {checkpoint_section("  dir: \"ck\"\n  mode: \"lazy\"\n")},
+       "checkpoint.mode",
+       "\"sync\", \"async\", \"overlapped\""},
+      {"overlapped needs adamw",
+       {checkpoint_section("  mode: \"overlapped\"\n")},
+       {checkpoint_section("  mode: \"overlapped\"\n"), {"\"adamw\"", "\"sgd\""}},
+       "checkpoint.mode",
+       "replays AdamW"},
+      {"window >= 1",
+       {checkpoint_section("  window: 1\n")},
+       {checkpoint_section("  window: 0\n")},
+       "checkpoint.window",
+       ">= 1"},
+      {"every_steps >= 0",
+       {checkpoint_section("  every_steps: 0\n")},
+       {checkpoint_section("  every_steps: -1\n")},
+       "checkpoint.every_steps",
+       ">= 0"},
+      {"every_steps > 0 needs dir",
+       {checkpoint_section("  dir: \"ck\"\n  every_steps: 1\n")},
+       {checkpoint_section("  every_steps: 1\n")},
+       "checkpoint.every_steps",
+       "needs checkpoint.dir"},
+      {"keep >= 0",
+       {checkpoint_section("  keep: 0\n")},
+       {checkpoint_section("  keep: -1\n")},
+       "checkpoint.keep",
+       ">= 0"},
+      // TrainConfig
+      {"resume latest needs checkpoint.dir",
+       {checkpoint_section("  dir: \"ck\"\n"), {"parallel {", "resume: \"latest\"\nparallel {"}},
+       {{"parallel {", "resume: \"latest\"\nparallel {"}},
+       "resume",
+       "needs checkpoint.dir"},
+      {"resume path must exist",
+       {{"parallel {", "resume: \"" + existing + "\"\nparallel {"}},
+       {{"parallel {", "resume: \"/nonexistent/braid/step_5\"\nparallel {"}},
+       "resume",
+       "does not exist"},
+  };
+  for (const Boundary& b : cases) {
+    const std::string good = edited(b.accepted);
+    const std::vector<std::string> problems = find_problems(parse_config(good, "cfg.textproto"));
+    EXPECT_TRUE(problems.empty()) << b.constraint << ": the accepted side is rejected: "
+                                  << (problems.empty() ? "" : problems[0]);
+    const std::string bad = edited(b.rejected);
+    const std::string message = error_of([&] { validate(parse_config(bad, "cfg.textproto")); });
+    EXPECT_NE(message.find(b.field), std::string::npos) << b.constraint << ": " << message;
+    EXPECT_NE(message.find(b.hint), std::string::npos)
+        << b.constraint << ": expected \"" << b.hint << "\" in: " << message;
+    if (b.located) {
+      const size_t dot = b.field.find('.');
+      const std::string needle = !b.line_text.empty()       ? b.line_text
+                                 : dot == std::string::npos ? b.field + ":"
+                                                            : "  " + b.field.substr(dot + 1) + ":";
+      const std::string where = "cfg.textproto:" + std::to_string(line_of(bad, needle));
+      EXPECT_NE(message.find(where + ": " + b.field), std::string::npos)
+          << b.constraint << ": expected " << where << " in: " << message;
+    }
+  }
+}
+
+// The log once read "parallel.pp = 2 x parallel.virtual_stages = 6 virtual stages" when
+// virtual_stages was 3: the product was printed where the field's value belongs.
+TEST(Config, VirtualStageMessageShowsEachFactor) {
+  const TrainConfig cfg = parse_config(
+      edited({{"pp: 1", "pp: 2"}, add_after("  dp: 1", "virtual_stages: 3")}), "cfg.textproto");
+  const std::vector<std::string> problems = find_problems(cfg);
+  ASSERT_EQ(problems.size(), 1u);
+  EXPECT_NE(problems[0].find("parallel.pp = 2 x parallel.virtual_stages = 3 gives 6 virtual "
+                             "stages, which do not divide model.n_layer = 4"),
+            std::string::npos)
+      << problems[0];
+}
+
+// tp * pp * dp against the ranks the job started: known only at run time, so checked by the
+// Trainer through world_size_problem, in one line that names the fields and the fix.
+TEST(Config, WorldSizeProblemNamesFieldsAndFix) {
+  const TrainConfig cfg = parse_config(edited({{"dp: 1", "dp: 2"}}), "cfg.textproto");
+  EXPECT_EQ(world_size_problem(cfg, 2), "");
+  const std::string four = world_size_problem(cfg, 4);
+  EXPECT_EQ(four,
+            "parallel.tp = 1 (line 33) x parallel.pp = 1 (line 34) x parallel.dp = 2 (line 35) is "
+            "2 ranks, but the job has 4; with tp and pp as they are, dp=4 would fit (--set "
+            "parallel.dp=4), or start 2 ranks");
+  const TrainConfig tp2 = parse_config(edited({{"tp: 1", "tp: 2"}}), "cfg.textproto");
+  const std::string three = world_size_problem(tp2, 3);
+  EXPECT_NE(three.find("no dp fits, as tp x pp = 2 does not divide 3; start 2 ranks (or another "
+                       "multiple of 2, with dp to match)"),
+            std::string::npos)
+      << three;
+  EXPECT_EQ(three.find('\n'), std::string::npos) << three;
+  // The Trainer stops with it before loading data or building the model.
+  const std::string message = error_of([&] { Trainer trainer(cfg); });
+  EXPECT_NE(message.find("invalid config: parallel.tp = 1 (line 33) x parallel.pp = 1 (line 34) "
+                         "x parallel.dp = 2 (line 35) is 2 ranks, but the job has 1"),
+            std::string::npos)
+      << message;
 }
 
 TEST(Config, HeadCountMessageNamesDivisors) {
