@@ -1,17 +1,22 @@
 // Checkpointer: collects this rank's tensors, writes its shard file and manifest, and runs the
 // commit protocol (synchronously, or on a writer thread after one copy of the state).
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <omp.h>
 #include <pthread.h>
 
 #include <chrono>
 #include <cstring>
+#include <exception>
+#include <functional>
 
 #include "braid/autograd/grad_mode.h"
 #include "braid/ckpt/checkpoint.h"
 #include "braid/ckpt/overlapped_window.h"
+#include "braid/ckpt/run_lock.h"
 #include "braid/core/logging.h"
 #include "braid/core/thread_priority.h"
+#include "checkpoint_dir.h"
 #include "fault_injection.h"
 #include "format.h"
 #include "shard_writer.h"
@@ -20,6 +25,40 @@
 namespace braid::ckpt {
 
 namespace {
+
+// Takes the run lock of `dir` on rank 0 of `group` and runs `action` there under it; every rank
+// learns how that went, so that all throw together: DirectoryInUse when another run holds the
+// folder, and any other failure of rank 0's (a folder it cannot create) is rethrown there and
+// named on the others. Collective over `group`; the lock (rank 0's) is returned.
+std::shared_ptr<RunLock> lock_on_rank0(const std::string& dir, dist::ProcessGroup& group,
+                                       const std::function<void()>& action) {
+  enum Outcome { kLocked = 0, kInUse = 1, kFailed = 2 };
+  std::shared_ptr<RunLock> lock;
+  std::exception_ptr failure;
+  int outcome = kLocked;
+  if (group.rank() == 0) {
+    try {
+      lock = RunLock::acquire(dir);
+      action();
+    } catch (const DirectoryInUse&) {
+      failure = std::current_exception();
+      outcome = kInUse;
+    } catch (const std::exception&) {
+      failure = std::current_exception();
+      outcome = kFailed;
+    }
+  }
+  Tensor shared = Tensor::full({1}, static_cast<float>(outcome));
+  group.broadcast(shared, 0)->wait();
+  if (failure) std::rethrow_exception(failure);
+  outcome = static_cast<int>(shared.item());
+  if (outcome == kInUse)
+    throw DirectoryInUse(
+        fmt::format("checkpoint dir {} is in use by {}", dir, RunLock::holder(dir)));
+  BRAID_CHECK(outcome == kLocked,
+              "rank 0 could not open the checkpoint dir {} (its error says why)", dir);
+  return lock;
+}
 
 int64_t entry_bytes(const std::vector<ShardEntry>& entries) {
   int64_t total = 0;
@@ -56,6 +95,16 @@ Checkpointer::Checkpointer(CheckpointOptions options, const dist::ParallelGrid& 
   std::vector<int> everyone(grid.world()->size());
   for (int r = 0; r < grid.world()->size(); ++r) everyone[r] = r;
   channel_ = grid.world()->split(everyone, "checkpoint");
+  lock_ = lock_on_rank0(options_.dir, *channel_, [this] {
+    const std::vector<std::string> swept = sweep_uncommitted(options_.dir);
+    if (!swept.empty())
+      log().info("removed {} uncommitted leftover(s) of an interrupted run from {}: {}",
+                 swept.size(), options_.dir, fmt::join(swept, ", "));
+  });
+}
+
+void remove_checkpoints(const std::string& dir, dist::ProcessGroup& group) {
+  lock_on_rank0(dir, group, [&] { remove_all_checkpoints(dir); });
 }
 
 Checkpointer::~Checkpointer() {

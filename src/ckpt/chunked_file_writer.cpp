@@ -137,7 +137,9 @@ void ChunkedFileWriter::finish() {
 }
 
 void ChunkedFileWriter::fail(const char* what, int error) const {
-  fail_write(what, path_, std::min(on_disk_, appended_), expected_, error);
+  // What reached the file: appended_ lags behind while a piece is being written, and the last
+  // direct write may go past the end with padding.
+  fail_write(what, path_, std::min(on_disk_, expected_), expected_, error);
 }
 
 }  // namespace braid::ckpt

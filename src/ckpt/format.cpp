@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <cstring>
 #include <fstream>
+#include <iterator>
 
 #include "braid/ckpt/crc32c.h"
 #include "braid/core/error.h"
@@ -25,17 +26,29 @@ std::string rank_manifest_file(int rank) {
   return fmt::format("rank_{:05d}.manifest", rank);
 }
 
-std::vector<fs::path> committed_checkpoints(const fs::path& dir) {
-  std::vector<fs::path> out;
-  std::error_code ec;
-  if (!fs::is_directory(dir, ec)) return out;
-  for (const auto& entry : fs::directory_iterator(dir, ec)) {
-    const std::string name = entry.path().filename().string();
-    if (entry.is_directory() && name.rfind("step_", 0) == 0 &&
-        name.find(".tmp") == std::string::npos && fs::exists(entry.path() / kManifestFile))
-      out.push_back(entry.path());
+int64_t step_of_folder(const std::string& name) {
+  constexpr std::string_view prefix = "step_";
+  if (name.size() <= prefix.size() || name.compare(0, prefix.size(), prefix) != 0) return -1;
+  int64_t step = 0;
+  for (size_t i = prefix.size(); i < name.size(); ++i) {
+    if (name[i] < '0' || name[i] > '9' || step > (INT64_MAX - 9) / 10) return -1;
+    step = step * 10 + (name[i] - '0');
   }
-  std::sort(out.begin(), out.end());  // zero-padded step numbers sort by step
+  return step;
+}
+
+std::vector<fs::path> committed_checkpoints(const fs::path& dir) {
+  std::vector<std::pair<int64_t, fs::path>> found;
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) return {};
+  for (const auto& entry : fs::directory_iterator(dir, ec)) {
+    const int64_t step = step_of_folder(entry.path().filename().string());
+    if (step >= 0 && entry.is_directory() && fs::exists(entry.path() / kManifestFile))
+      found.emplace_back(step, entry.path());
+  }
+  std::sort(found.begin(), found.end());
+  std::vector<fs::path> out;
+  for (auto& [step, path] : found) out.push_back(std::move(path));
   return out;
 }
 
@@ -85,17 +98,46 @@ void write_file(const fs::path& path, const std::string& bytes, bool atomic) {
   fsync_folder(path.parent_path());
 }
 
+namespace {
+
+// A manifest file is the serialised message, then its CRC-32C (little-endian) and this tag,
+// so that every byte of it is covered: a flip in the message or the CRC fails the comparison,
+// one in the tag fails the tag.
+constexpr char kManifestTag[4] = {'b', 'r', 'd', 'M'};
+constexpr size_t kTrailerBytes = 4 + sizeof(kManifestTag);
+
+}  // namespace
+
 void write_message(const fs::path& path, const google::protobuf::Message& message) {
   std::string bytes;
   BRAID_CHECK(message.SerializeToString(&bytes), "cannot serialise {}", path.string());
+  const uint32_t crc = crc32c(bytes.data(), bytes.size());
+  for (int i = 0; i < 4; ++i) bytes.push_back(static_cast<char>((crc >> (8 * i)) & 0xff));
+  bytes.append(kManifestTag, sizeof(kManifestTag));
   write_file(path, bytes, /*atomic=*/true);
 }
 
 void read_message(const fs::path& path, google::protobuf::Message& message) {
   std::ifstream in(path, std::ios::binary);
   BRAID_CHECK(in.good(), "cannot read {} (missing: the checkpoint is not complete)", path.string());
-  BRAID_CHECK(message.ParseFromIstream(&in), "{} is corrupt (not a valid {})", path.string(),
-              message.GetTypeName());
+  const std::string bytes(std::istreambuf_iterator<char>(in), {});
+  BRAID_CHECK(!in.bad(), "reading {} failed: {}", path.string(), std::strerror(errno));
+  BRAID_CHECK(bytes.size() >= kTrailerBytes &&
+                  bytes.compare(bytes.size() - sizeof(kManifestTag), sizeof(kManifestTag),
+                                kManifestTag, sizeof(kManifestTag)) == 0,
+              "{} is corrupt or not a braid manifest: it does not end in the checksum trailer "
+              "(format {} manifests end in a CRC-32C and the tag 'brdM')",
+              path.string(), kFormatVersion);
+  const size_t size = bytes.size() - kTrailerBytes;
+  uint32_t stored = 0;
+  for (int i = 0; i < 4; ++i)
+    stored |= static_cast<uint32_t>(static_cast<unsigned char>(bytes[size + i])) << (8 * i);
+  const uint32_t computed = crc32c(bytes.data(), size);
+  BRAID_CHECK(stored == computed,
+              "{} fails its checksum (stored {:#010x}, computed {:#010x}): the file is corrupt",
+              path.string(), stored, computed);
+  BRAID_CHECK(message.ParseFromArray(bytes.data(), static_cast<int>(size)),
+              "{} is corrupt (not a valid {})", path.string(), message.GetTypeName());
 }
 
 nn::ShardSpec spec_of(const proto::TensorSlice& s) {
@@ -126,11 +168,21 @@ std::vector<char> read_slice(const fs::path& folder, const proto::TensorSlice& s
               "checkpoint file {} is {} bytes but tensor '{}' needs bytes [{}, {}): the file is "
               "truncated",
               file.string(), size, slice.name(), slice.byte_offset(), end);
-  std::vector<char> bytes(static_cast<size_t>(slice.byte_length()));
+  // The zeros between this slice and the next block boundary are read too: no byte of a data
+  // file is outside a checksum or this check.
+  const int64_t padded = std::min(round_up_to_block(end), static_cast<int64_t>(size));
+  std::vector<char> bytes(static_cast<size_t>(padded - slice.byte_offset()));
   std::ifstream in(file, std::ios::binary);
   in.seekg(slice.byte_offset());
   in.read(bytes.data(), static_cast<std::streamsize>(bytes.size()));
   BRAID_CHECK(in.good(), "reading tensor '{}' from {} failed", slice.name(), file.string());
+  const auto gap =
+      std::find_if(bytes.begin() + slice.byte_length(), bytes.end(), [](char b) { return b != 0; });
+  BRAID_CHECK(gap == bytes.end(),
+              "checkpoint file {}: byte {} in the padding after tensor '{}' is not zero: the "
+              "file is corrupt",
+              file.string(), slice.byte_offset() + (gap - bytes.begin()), slice.name());
+  bytes.resize(static_cast<size_t>(slice.byte_length()));
   const int64_t chunk = slice.chunk_bytes();
   const int64_t chunks = (slice.byte_length() + chunk - 1) / chunk;
   BRAID_CHECK(slice.chunk_crc32c_size() == chunks,
@@ -146,6 +198,29 @@ std::vector<char> read_slice(const fs::path& folder, const proto::TensorSlice& s
                 slice.byte_offset() + begin + length);
   }
   return bytes;
+}
+
+std::vector<std::string> data_file_problems(const fs::path& file,
+                                            std::vector<const proto::TensorSlice*> slices) {
+  std::vector<std::string> problems;
+  std::sort(slices.begin(), slices.end(),
+            [](const auto* a, const auto* b) { return a->byte_offset() < b->byte_offset(); });
+  int64_t end = 0;  // of the slices so far
+  for (const proto::TensorSlice* s : slices) {
+    const int64_t expected = round_up_to_block(end);
+    if (s->byte_offset() != expected)
+      problems.push_back(fmt::format(
+          "{}: tensor '{}' starts at byte {}, but the slice before it ends at {} (slices follow "
+          "each other at the next {}-byte boundary)",
+          file.string(), s->name(), s->byte_offset(), end, kFileBlockBytes));
+    end = std::max(end, s->byte_offset() + s->byte_length());
+  }
+  std::error_code ec;
+  const auto size = fs::file_size(file, ec);
+  if (!ec && static_cast<int64_t>(size) > end)
+    problems.push_back(fmt::format("{} is {} bytes, but its last slice ends at byte {}",
+                                   file.string(), size, end));
+  return problems;
 }
 
 }  // namespace braid::ckpt

@@ -1,13 +1,17 @@
 // Loading a committed checkpoint into this rank's shards, whatever layout saved it.
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <climits>
 #include <cstring>
-#include <fstream>
 #include <map>
+#include <set>
 
 #include "braid/autograd/grad_mode.h"
 #include "braid/ckpt/checkpoint.h"
 #include "braid/core/logging.h"
+#include "checkpoint_dir.h"
+#include "fault_injection.h"
 #include "format.h"
 
 namespace braid::ckpt {
@@ -23,9 +27,26 @@ std::string describe_grid(const Map& grid) {
   return out.empty() ? out : out.substr(0, out.size() - 1);
 }
 
+// Reads slices of one checkpoint, checking along the way the manifest of every rank whose
+// file it reads (the global manifest repeats their contents, but a damaged one must not pass).
+struct Reader {
+  fs::path folder;
+  const SliceIndex& index;
+  std::set<std::string> checked_files = {};
+
+  std::vector<char> read(const proto::TensorSlice& slice) {
+    if (checked_files.insert(slice.file()).second) {
+      proto::RankManifest rank_manifest;
+      read_message(folder / fs::path(slice.file()).replace_extension(".manifest"), rank_manifest);
+    }
+    return read_slice(folder, slice);
+  }
+};
+
 // Fills `dst` (this rank's shard `want` of tensor `key`) from the saved slices of `key`.
-void restore(const fs::path& folder, const SliceIndex& index, const std::string& key,
-             const nn::ShardSpec& want, Tensor dst) {
+void restore(Reader& reader, const std::string& key, const nn::ShardSpec& want, Tensor dst) {
+  const fs::path& folder = reader.folder;
+  const SliceIndex& index = reader.index;
   auto it = index.find(key);
   BRAID_CHECK(it != index.end(),
               "checkpoint {} has no tensor '{}' (saved from a different model or optimizer?)",
@@ -48,7 +69,7 @@ void restore(const fs::path& folder, const SliceIndex& index, const std::string&
       continue;
     BRAID_CHECK(slice->dtype() == "f32", "tensor '{}' is stored as {}; this build loads f32", key,
                 slice->dtype());
-    const std::vector<char> bytes = read_slice(folder, *slice);
+    const std::vector<char> bytes = reader.read(*slice);
     BRAID_CHECK(static_cast<int64_t>(bytes.size()) == have.local_numel() * 4,
                 "tensor '{}' in {}: {} bytes for {} values", key, slice->file(), bytes.size(),
                 have.local_numel());
@@ -75,14 +96,13 @@ void restore(const fs::path& folder, const SliceIndex& index, const std::string&
 }
 
 // Fills the optimizer state of `live` (flat ranges of this rank's shards) from the saved slices.
-void restore_live(const fs::path& folder, const SliceIndex& index,
-                  const std::map<std::string, nn::ShardSpec>& shards,
+void restore_live(Reader& reader, const std::map<std::string, nn::ShardSpec>& shards,
                   const optim::OwnedState& live) {
   for (const optim::StateShard& s : live.shards) {
     const nn::ShardSpec& spec = shards.at(s.name);
     for (const auto& [state_name, view] : s.state) {
       Tensor local = Tensor::empty({spec.local_numel()});
-      restore(folder, index, "optim/" + s.name + "/" + state_name, spec, local);
+      restore(reader, "optim/" + s.name + "/" + state_name, spec, local);
       Tensor(view).copy_(local.narrow(0, s.begin, s.length));  // a view: writes the live state
     }
   }
@@ -95,101 +115,188 @@ bool has_committed_checkpoint(const std::string& dir) {
 }
 
 std::string resolve_checkpoint(const std::string& path) {
-  const fs::path p = path;
-  if (fs::exists(p / kManifestFile)) return p.string();
-  if (fs::exists(p / kLatestFile)) {
-    std::ifstream in(p / kLatestFile);
-    std::string name;
-    in >> name;
-    BRAID_CHECK(!name.empty(), "{} is empty", (p / kLatestFile).string());
-    BRAID_CHECK(fs::exists(p / name / kManifestFile),
-                "{} names {}, which is not a committed checkpoint (no {})",
-                (p / kLatestFile).string(), name, kManifestFile);
-    return (p / name).string();
-  }
-  // A crash after the first commit's rename but before `latest` was written: the manifest is
-  // the commit, `latest` only a pointer to it.
-  const std::vector<fs::path> committed = committed_checkpoints(p);
-  if (!committed.empty()) return committed.back().string();
-  BRAID_CHECK(fs::exists(p), "checkpoint path {} does not exist", path);
+  const std::vector<fs::path> newest = resume_candidates(path, /*all=*/false);
+  if (!newest.empty()) return newest.front().string();
+  BRAID_CHECK(fs::exists(path), "checkpoint path {} does not exist", path);
   BRAID_FAIL("{} is neither a checkpoint (no {}) nor a folder of committed checkpoints", path,
              kManifestFile);
 }
+
+namespace {
+
+// Loads the committed checkpoint `folder` into this rank's shards; throws on any problem.
+TrainingState load_folder(const fs::path& folder, nn::Module& model, optim::Optimizer& optimizer,
+                          const Layout& current, const LoadOptions& options,
+                          const optim::OwnedState* live, int rank) {
+  autograd::NoGradGuard no_grad;
+  proto::Manifest manifest;
+  read_message(folder / kManifestFile, manifest);
+  BRAID_CHECK(manifest.format_version() == kFormatVersion,
+              "checkpoint {} has format version {}; this build reads version {}", folder.string(),
+              manifest.format_version(), kFormatVersion);
+  const int64_t named = step_of_folder(folder.filename().string());
+  BRAID_CHECK(named < 0 || named == manifest.step(),
+              "checkpoint {} holds step {}, not the step its name says", folder.string(),
+              manifest.step());
+  bool same_layout = true;
+  for (const auto& [axis, size] : current) {
+    auto saved = manifest.grid().find(axis);
+    same_layout =
+        same_layout && (saved == manifest.grid().end() ? size == 1 : saved->second == size);
+  }
+  BRAID_CHECK(same_layout || options.allow_reshard,
+              "checkpoint {} was saved under {}, this run is {}; allow resharding "
+              "(checkpoint.reshard: true) to load it into this layout",
+              folder.string(), describe_grid(manifest.grid()), describe_grid(current));
+  SliceIndex index;
+  for (const auto& t : manifest.tensors()) index[t.name()].push_back(&t);
+  Reader reader{folder, index};
+  const auto shards = model.shard_specs();
+  for (const auto& [name, param] : model.named_parameters())
+    restore(reader, "model/" + name, shards.at(name), param.detach());
+  crash_if_requested("load", manifest.step(), rank);
+  if (live) restore_live(reader, shards, *live);
+  std::vector<int64_t> steps;
+  for (size_t i = 0; i < optimizer.params().size(); ++i) {
+    const std::string& name = optimizer.params()[i].name;
+    if (!live)
+      for (const auto& [state_name, t] : optimizer.param_state(i))
+        restore(reader, "optim/" + name + "/" + state_name, shards.at(name), t);
+    auto s = manifest.param_steps().find(name);
+    BRAID_CHECK(s != manifest.param_steps().end(),
+                "checkpoint {} has no optimizer step count for '{}'", folder.string(), name);
+    steps.push_back(s->second);
+  }
+  optimizer.restore_steps(manifest.optimizer_steps(), steps);
+  TrainingState state;
+  state.step = manifest.step();
+  state.sampler = {manifest.sampler().seed(), manifest.sampler().epoch(),
+                   manifest.sampler().position()};
+  state.config = manifest.config();
+  return state;
+}
+
+// Where a resume from `path` has nothing to load: the reason, in words.
+std::string nothing_to_load(const std::string& path) {
+  if (!fs::exists(path)) return fmt::format("checkpoint path {} does not exist", path);
+  return fmt::format("{} is neither a checkpoint (no {}) nor a folder of committed checkpoints",
+                     path, kManifestFile);
+}
+
+// The order in which the ranks agree on candidates: the step a folder's name gives (a folder
+// named otherwise is the only candidate, so any number serves).
+int64_t candidate_key(const fs::path& folder) {
+  return std::max<int64_t>(step_of_folder(folder.filename().string()), 0);
+}
+
+int64_t all_reduce_min(dist::ProcessGroup& group, int64_t value) {
+  Tensor t = Tensor::empty({1}, DType::i64);
+  *t.data<int64_t>() = value;
+  group.all_reduce(t, dist::ReduceOp::min)->wait();
+  return *t.data<int64_t>();
+}
+
+// Every rank's `text` (cut to 1000 bytes), in rank order. Collective over `group`.
+std::vector<std::string> all_gather_text(dist::ProcessGroup& group, std::string text) {
+  if (text.size() > 1000) text = text.substr(0, 1000) + "...";
+  const int64_t longest = -all_reduce_min(group, -static_cast<int64_t>(text.size()));
+  const int64_t width = std::max<int64_t>(longest, 1);
+  Tensor mine = Tensor::zeros({width}, DType::u8);
+  std::memcpy(mine.data_ptr(), text.data(), text.size());
+  Tensor all = Tensor::empty({width * group.size()}, DType::u8);
+  group.all_gather(mine, all)->wait();
+  std::vector<std::string> out;
+  for (int r = 0; r < group.size(); ++r) {
+    const char* begin = static_cast<const char*>(all.data_ptr()) + r * width;
+    out.emplace_back(begin, strnlen(begin, static_cast<size_t>(width)));
+  }
+  return out;
+}
+
+}  // namespace
 
 TrainingState load_checkpoint(const std::string& path, nn::Module& model,
                               optim::Optimizer& optimizer, const dist::ParallelGrid& grid,
                               const LoadOptions& options, const optim::OwnedState* live) {
   Layout layout;
   for (const auto& axis : grid.axes()) layout[axis.name] = axis.size;
-  return load_checkpoint(path, model, optimizer, layout, options, live);
+  std::vector<int> everyone(grid.world()->size());
+  for (int r = 0; r < grid.world()->size(); ++r) everyone[r] = r;
+  // Its own group: a load never interleaves with collectives the caller may have in flight.
+  const dist::ProcessGroupPtr channel = grid.world()->split(everyone, "checkpoint-load");
+  const int rank = grid.world()->rank();
+  const std::vector<fs::path> mine = resume_candidates(path, options.fallback_to_previous);
+  std::vector<std::string> failures;  // "step_N: rank r: why", oldest attempt first
+  int64_t bound = INT64_MAX;
+  for (;;) {
+    // The newest candidate below `bound` that every rank has (the smallest of their newest).
+    int64_t pick = -1;
+    for (const fs::path& folder : mine)
+      if (candidate_key(folder) < bound) {
+        pick = candidate_key(folder);
+        break;
+      }
+    const int64_t agreed = all_reduce_min(*channel, pick);
+    if (agreed < 0) break;
+    const auto it = std::find_if(mine.begin(), mine.end(),
+                                 [&](const fs::path& f) { return candidate_key(f) == agreed; });
+    std::string error;
+    TrainingState state;
+    if (it == mine.end()) {
+      error = fmt::format("this rank sees no committed checkpoint for step {} in {}", agreed, path);
+    } else {
+      try {
+        state = load_folder(*it, model, optimizer, layout, options, live, rank);
+      } catch (const std::exception& e) {
+        error = e.what();
+      }
+    }
+    const bool everyone_loaded = all_reduce_min(*channel, error.empty() ? 1 : 0) == 1;
+    if (everyone_loaded) {
+      if (rank == 0)
+        log().info("loaded checkpoint {} (step {}) on every rank", it->string(), state.step);
+      return state;
+    }
+    const std::string name =
+        it == mine.end() ? fmt::format("step {}", agreed) : it->filename().string();
+    const std::vector<std::string> errors = all_gather_text(*channel, error);
+    std::string why;
+    for (int r = 0; r < channel->size(); ++r)
+      if (!errors[r].empty())
+        why += fmt::format("{}rank {}: {}", why.empty() ? "" : "; ", r, errors[r]);
+    failures.push_back(fmt::format("{}: {}", name, why));
+    if (!options.fallback_to_previous)
+      BRAID_FAIL(
+          "checkpoint {} cannot be loaded: {} (checkpoint.fallback: true would try the "
+          "previous committed checkpoint instead)",
+          it == mine.end() ? name : it->string(), why);
+    if (rank == 0)
+      log().warn(
+          "checkpoint {} does not load on every rank ({}); every rank tries the previous one", name,
+          why);
+    bound = agreed;
+  }
+  if (failures.empty()) BRAID_FAIL("{}", nothing_to_load(path));
+  std::string all;
+  for (const std::string& f : failures) all += (all.empty() ? "" : " | ") + f;
+  BRAID_FAIL("no checkpoint in {} loads on every rank: {}", path, all);
 }
 
 TrainingState load_checkpoint(const std::string& path, nn::Module& model,
                               optim::Optimizer& optimizer, const Layout& current,
                               const LoadOptions& options, const optim::OwnedState* live) {
-  std::vector<std::string> candidates;
-  try {
-    candidates.push_back(resolve_checkpoint(path));
-  } catch (const Error& e) {
-    if (!options.fallback_to_previous) throw;
-    log().warn("{}; trying older checkpoints", e.what());
-  }
-  if (options.fallback_to_previous) {
-    std::vector<fs::path> committed = committed_checkpoints(path);
-    for (auto it = committed.rbegin(); it != committed.rend(); ++it)
-      if (candidates.empty() || it->string() != candidates.front())
-        candidates.push_back(it->string());
-  }
-  BRAID_CHECK(!candidates.empty(), "no committed checkpoint in {}", path);
+  const std::vector<fs::path> candidates = resume_candidates(path, options.fallback_to_previous);
+  BRAID_CHECK(!candidates.empty(), "{}", nothing_to_load(path));
   for (size_t attempt = 0;; ++attempt) {
-    const fs::path folder = candidates[attempt];
     try {
-      autograd::NoGradGuard no_grad;
-      proto::Manifest manifest;
-      read_message(folder / kManifestFile, manifest);
-      BRAID_CHECK(manifest.format_version() == kFormatVersion,
-                  "checkpoint {} has format version {}; this build reads version {}",
-                  folder.string(), manifest.format_version(), kFormatVersion);
-      bool same_layout = true;
-      for (const auto& [axis, size] : current) {
-        auto saved = manifest.grid().find(axis);
-        same_layout =
-            same_layout && (saved == manifest.grid().end() ? size == 1 : saved->second == size);
-      }
-      BRAID_CHECK(same_layout || options.allow_reshard,
-                  "checkpoint {} was saved under {}, this run is {}; allow resharding "
-                  "(checkpoint.reshard: true) to load it into this layout",
-                  folder.string(), describe_grid(manifest.grid()), describe_grid(current));
-      SliceIndex index;
-      for (const auto& t : manifest.tensors()) index[t.name()].push_back(&t);
-      const auto shards = model.shard_specs();
-      for (const auto& [name, param] : model.named_parameters())
-        restore(folder, index, "model/" + name, shards.at(name), param.detach());
-      if (live) restore_live(folder, index, shards, *live);
-      std::vector<int64_t> steps;
-      for (size_t i = 0; i < optimizer.params().size(); ++i) {
-        const std::string& name = optimizer.params()[i].name;
-        if (!live)
-          for (const auto& [state_name, t] : optimizer.param_state(i))
-            restore(folder, index, "optim/" + name + "/" + state_name, shards.at(name), t);
-        auto s = manifest.param_steps().find(name);
-        BRAID_CHECK(s != manifest.param_steps().end(),
-                    "checkpoint {} has no optimizer step count for '{}'", folder.string(), name);
-        steps.push_back(s->second);
-      }
-      optimizer.restore_steps(manifest.optimizer_steps(), steps);
-      TrainingState state;
-      state.step = manifest.step();
-      state.sampler = {manifest.sampler().seed(), manifest.sampler().epoch(),
-                       manifest.sampler().position()};
-      state.config = manifest.config();
-      log().info("loaded checkpoint {} (step {}, saved under {})", folder.string(), state.step,
-                 describe_grid(manifest.grid()));
+      TrainingState state =
+          load_folder(candidates[attempt], model, optimizer, current, options, live, 0);
+      log().info("loaded checkpoint {} (step {})", candidates[attempt].string(), state.step);
       return state;
     } catch (const Error& e) {
       if (!options.fallback_to_previous || attempt + 1 == candidates.size()) throw;
-      log().warn("checkpoint {} cannot be loaded ({}); falling back to {}", folder.string(),
-                 e.what(), candidates[attempt + 1]);
+      log().warn("checkpoint {} cannot be loaded ({}); falling back to {}",
+                 candidates[attempt].string(), e.what(), candidates[attempt + 1].string());
     }
   }
 }

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cerrno>
 
+#include "checkpoint_dir.h"
 #include "chunked_file_writer.h"
 #include "fault_injection.h"
 #include "snapshot_image.h"
@@ -152,7 +153,8 @@ void commit_checkpoint(const fs::path& dir, const fs::path& tmp, proto::Manifest
               writers);
   write_message(tmp / kManifestFile, global);
   const fs::path final_folder = dir / name;
-  fs::remove_all(final_folder);  // re-saving a step (e.g. after a resume) replaces it
+  // Re-saving a step (after a resume from an older checkpoint) replaces it.
+  if (fs::exists(final_folder)) remove_checkpoint(final_folder);
   fs::rename(tmp, final_folder);
   fsync_folder(dir);
   crash_if_requested("latest", global.step(), 0);
@@ -160,7 +162,7 @@ void commit_checkpoint(const fs::path& dir, const fs::path& tmp, proto::Manifest
   if (keep > 0) {
     std::vector<fs::path> committed = committed_checkpoints(dir);
     for (size_t i = 0; i + keep < committed.size(); ++i)
-      if (committed[i] != final_folder) fs::remove_all(committed[i]);
+      if (committed[i] != final_folder) remove_checkpoint(committed[i]);
   }
 }
 

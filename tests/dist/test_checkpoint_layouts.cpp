@@ -74,6 +74,11 @@ resume: "{}"
         "test");
   }
 
+  // Where a one-process Trainer that every rank runs at once keeps its own checkpoints: each is
+  // a run of its own, and one checkpoint folder takes one run at a time (its run lock). Such
+  // runs load the shared checkpoints through a resume path instead.
+  fs::path solo_dir() const { return ckpt_ / fmt::format("solo_rank_{}", rank()); }
+
   // The world for a layout: all ranks, a prefix of them (null for the others), or none.
   ProcessGroupPtr world_for(const Layout& l) {
     if (l.world() == 1) return nullptr;
@@ -164,8 +169,8 @@ TEST_F(CheckpointLayouts, ZeroOneRanksWriteTheirChunksAndOverlappedEqualsSync) {
       manifests += f.path().extension() == ".manifest";
     EXPECT_EQ(manifests, size()) << dir << ": every rank owns a part under ZeRO-1";
   }
-  train::Trainer from_overlapped(config({}, overlapped_dir.string()), nullptr);
-  train::Trainer from_sync(config({}, sync_dir.string()), nullptr);
+  train::Trainer from_overlapped(config({}, overlapped_dir.string(), "async", solo_dir()), nullptr);
+  train::Trainer from_sync(config({}, sync_dir.string(), "async", solo_dir()), nullptr);
   ASSERT_EQ(from_overlapped.step(), 8);
   for (const auto& [name, p] : from_sync.model().named_parameters())
     EXPECT_EQ(from_overlapped.model().state_dict().at(name).to_vector(), p.to_vector()) << name;
@@ -210,7 +215,7 @@ TEST_F(CheckpointLayouts, ReshardingLoadsEveryLayoutExactly) {
     continued = losses(original, 10);
   }
   // The reference: the checkpoint loaded into one process.
-  train::Trainer whole(config({}, "latest"), nullptr);
+  train::Trainer whole(config({}, ckpt_.string(), "async", solo_dir()), nullptr);
   const auto whole_params = whole.model().state_dict();
   std::map<std::string, std::vector<std::pair<std::string, Tensor>>> whole_state;
   for (size_t i = 0; i < whole.optimizer().params().size(); ++i)
@@ -219,7 +224,9 @@ TEST_F(CheckpointLayouts, ReshardingLoadsEveryLayoutExactly) {
   for (const Layout& target : targets) {
     ProcessGroupPtr group = world_for(target);
     if (target.world() > 1 && !group) continue;  // not a member of this layout's ranks
-    train::Trainer loaded(config(target, "latest"), group);
+    train::Trainer loaded(target.world() == 1 ? config(target, ckpt_.string(), "async", solo_dir())
+                                              : config(target, "latest"),
+                          group);
     // ZeRO-1 keeps the live moments in its shards: gather them to compare.
     loaded.strategy().gather_optimizer_state(loaded.optimizer());
     const auto specs = loaded.model().shard_specs();

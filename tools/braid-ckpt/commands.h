@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <utility>
@@ -11,6 +12,7 @@
 
 #include "braid/core/tensor.h"
 #include "braid/nn/shard_spec.h"
+#include "braid/train/config.h"
 #include "proto/checkpoint.pb.h"
 
 namespace braid::ckpt_tool {
@@ -31,8 +33,8 @@ struct Args {
   bool has(const std::string& flag) const { return flags.count(flag) != 0; }
 };
 // Splits `args`; `switches` take no value, `valued` take one ("--x V" or "--x=V"). Anything
-// else starting with "--" is an error naming the subcommand, as is a positional count other
-// than `positionals` (`usage` is quoted in both).
+// else starting with "--", a valued flag without its value and a positional count other than
+// `positionals` throw braid::UsageError (`usage` is quoted in each).
 Args parse_args(const std::vector<std::string>& args, const std::set<std::string>& switches,
                 const std::set<std::string>& valued, size_t positionals, const std::string& usage);
 
@@ -43,6 +45,12 @@ struct Checkpoint {
 };
 // Resolves a step folder or a checkpoint directory with `latest`, and reads the manifest.
 Checkpoint open_checkpoint(const std::string& path);
+
+// The training config the manifest records, parsed (defaults filled in); nullopt when it records
+// none. Throws braid::Error naming "<manifest> (config)" and the line when the text no longer
+// parses, e.g. a field renamed since it was written. verify and export share it so they judge
+// a stored config alike.
+std::optional<train::TrainConfig> stored_config(const Checkpoint& c);
 
 // The slices of one tensor ("model/<param>" or "optim/<param>/<state>").
 struct TensorSlices {

@@ -7,6 +7,7 @@
 #include <map>
 
 #include "braid/ckpt/checkpoint.h"
+#include "braid/core/command_line.h"
 #include "braid/core/error.h"
 #include "ckpt/format.h"
 #include "commands.h"
@@ -32,17 +33,18 @@ Args parse_args(const std::vector<std::string>& args, const std::set<std::string
       out.flags[arg] = "";
     } else if (valued.count(arg)) {
       if (eq == std::string::npos) {
-        BRAID_CHECK(i + 1 < args.size(), "flag {} needs a value; usage: {}", arg, usage);
+        if (i + 1 >= args.size())
+          throw UsageError(fmt::format("flag {} needs a value; usage: {}", arg, usage));
         value = args[++i];
       }
       out.flags[arg] = value;
     } else {
-      BRAID_FAIL("unknown argument '{}'; usage: {}", args[i], usage);
+      throw UsageError(fmt::format("unknown argument '{}'; usage: {}", args[i], usage));
     }
   }
-  BRAID_CHECK(out.positional.size() == positionals,
-              "expected {} path argument{}, got {}; usage: {}", positionals,
-              positionals == 1 ? "" : "s", out.positional.size(), usage);
+  if (out.positional.size() != positionals)
+    throw UsageError(fmt::format("expected {} path argument{}, got {}; usage: {}", positionals,
+                                 positionals == 1 ? "" : "s", out.positional.size(), usage));
   return out;
 }
 
@@ -51,6 +53,12 @@ Checkpoint open_checkpoint(const std::string& path) {
   c.folder = ckpt::resolve_checkpoint(path);
   ckpt::read_message(c.folder / ckpt::kManifestFile, c.manifest);
   return c;
+}
+
+std::optional<train::TrainConfig> stored_config(const Checkpoint& c) {
+  if (c.manifest.config().empty()) return std::nullopt;
+  return train::parse_config(c.manifest.config(),
+                             (c.folder / ckpt::kManifestFile).string() + " (config)");
 }
 
 namespace {

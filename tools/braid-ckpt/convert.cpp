@@ -5,6 +5,7 @@
 #include <set>
 
 #include "braid/ckpt/checkpoint.h"
+#include "braid/core/command_line.h"
 #include "braid/nn/gpt.h"
 #include "braid/optim/optimizer.h"
 #include "braid/parallel/pipeline/partition.h"
@@ -45,7 +46,7 @@ class LayoutOnly final : public nn::TensorParallel {
 
 int number(const Args& a, const std::string& flag, int fallback) {
   if (!a.has(flag)) return fallback;
-  const int v = std::stoi(a.flags.at(flag));
+  const int v = static_cast<int>(parse_integer("--" + flag, a.flags.at(flag)));
   BRAID_CHECK(v >= 1, "--{} must be >= 1, got {}", flag, v);
   return v;
 }
@@ -69,7 +70,7 @@ int run_convert(const std::vector<std::string>& args) {
     std::string list = a.flags.at("--stage-layers");
     for (size_t at = 0; at <= list.size();) {
       const size_t comma = std::min(list.find(',', at), list.size());
-      stage_layers.push_back(std::stoll(list.substr(at, comma - at)));
+      stage_layers.push_back(parse_integer("--stage-layers", list.substr(at, comma - at)));
       at = comma + 1;
     }
   }

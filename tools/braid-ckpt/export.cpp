@@ -87,14 +87,14 @@ int64_t vocab_size(const Checkpoint& c, const Args& a) {
     return v;
   }
   const std::string source = (c.folder / ckpt::kManifestFile).string() + " (config)";
-  BRAID_CHECK(!c.manifest.config().empty(),
+  const std::optional<train::TrainConfig> cfg = stored_config(c);
+  BRAID_CHECK(cfg.has_value(),
               "{} records no training config, so the real vocabulary size is unknown; pass "
               "--vocab-size N",
               source);
-  const train::TrainConfig cfg = train::parse_config(c.manifest.config(), source);
-  BRAID_CHECK(!cfg.defaulted.count("model.vocab_size"),
+  BRAID_CHECK(!cfg->defaulted.count("model.vocab_size"),
               "{} does not set model.vocab_size; pass --vocab-size N", source);
-  return cfg.model().vocab_size();
+  return cfg->model().vocab_size();
 }
 
 struct Exported {

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "braid/core/command_line.h"
 #include "commands.h"
 
 namespace {
@@ -12,15 +13,17 @@ namespace {
 constexpr const char* kHelp =
     "usage: braid-ckpt COMMAND ARGS...\n"
     "\n"
-    "PATH is a checkpoint folder (step_N) or a checkpoint directory whose 'latest' file names "
-    "one.\n"
+    "PATH is a checkpoint folder (step_N) or a checkpoint directory: then its newest committed\n"
+    "checkpoint (the folders are scanned; 'latest' is a hint).\n"
     "\n"
     "commands:\n"
     "  inspect PATH [--config]     metadata (step, grid, mode, sampler, files) and a table of\n"
     "                              tensors; --config also prints the stored training config\n"
-    "  verify PATH [--verbose]     reads every slice (sizes, CRC-32C checksums), checks that the\n"
-    "                              slices of each tensor tile it exactly once and that the rank\n"
-    "                              manifests agree; lists every problem; exit 1 if any.\n"
+    "  verify PATH [--verbose]     checks every byte: each manifest's and each slice's CRC-32C,\n"
+    "                              the zero padding between slices and that nothing else is in\n"
+    "                              a data file; that the slices of each tensor tile it exactly\n"
+    "                              once, that the rank manifests agree and that the stored\n"
+    "                              config parses; lists every problem; exit 1 if any.\n"
     "                              Identical copies (replicated parameters) are summarised;\n"
     "                              --verbose lists each\n"
     "  export PATH OUT.safetensors [--vocab-size N]\n"
@@ -31,7 +34,12 @@ constexpr const char* kHelp =
     "          [--stage-layers 3,2,2,1] [--sequence-parallel]\n"
     "                              reshards offline: writes the checkpoint as the ranks of that\n"
     "                              layout would have, into OUT_DIR/step_N (with 'latest')\n"
-    "  help, --help, -h            this text\n";
+    "  help, --help, -h            this text\n"
+    "\n"
+    "example:\n"
+    "  braid-ckpt verify out/ckpt/tiny\n"
+    "\n"
+    "Exit status: 0 done, 1 failed (verify: problems found), 2 a mistake on the command line.\n";
 
 using Command = int (*)(const std::vector<std::string>&);
 
@@ -49,10 +57,10 @@ int main(int argc, char** argv) {
                                                    {"convert", braid::ckpt_tool::run_convert}};
   const auto it = commands.find(args[0]);
   if (it == commands.end()) {
-    std::fprintf(
-        stderr, "braid-ckpt: unknown command '%s' (inspect, verify, export, convert; see --help)\n",
-        args[0].c_str());
-    return 2;
+    std::fprintf(stderr,
+                 "braid-ckpt: error: unknown command '%s' (inspect, verify, export, convert)\n%s",
+                 args[0].c_str(), kHelp);
+    return braid::kUsageExitCode;
   }
   for (const std::string& arg : args)
     if (arg == "--help" || arg == "-h") {
@@ -61,6 +69,9 @@ int main(int argc, char** argv) {
     }
   try {
     return it->second(std::vector<std::string>(args.begin() + 1, args.end()));
+  } catch (const braid::UsageError& e) {
+    std::fprintf(stderr, "braid-ckpt %s: error: %s\n%s", args[0].c_str(), e.what(), kHelp);
+    return braid::kUsageExitCode;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "braid-ckpt %s: error: %s\n", args[0].c_str(), e.what());
     return 1;

@@ -1,16 +1,24 @@
 // braid-ckpt-make-test: writes a small real checkpoint (2 training steps of a tiny GPT on a byte
 // token shard) for the braid-ckpt test, so the test needs no example binaries.
 //   braid-ckpt-make-test DIR   ->  DIR/train_000.bin, DIR/ckpt/step_00000002/, DIR/ckpt/latest
+//   braid-ckpt-make-test --replace-config STEP_FOLDER TEXT_FILE
+//       replaces the training config a checkpoint records, e.g. with one that no longer parses
 #include <fmt/format.h>
 
 #include <cstdio>
 #include <exception>
 #include <filesystem>
+#include <fstream>
 #include <span>
+#include <sstream>
+#include <string>
 #include <vector>
 
+#include "braid/core/error.h"
 #include "braid/data/token_shard.h"
 #include "braid/train/trainer.h"
+#include "ckpt/format.h"
+#include "proto/checkpoint.pb.h"
 
 namespace {
 
@@ -32,14 +40,33 @@ void write_tokens(const fs::path& dir) {
   braid::data::write_token_shard(dir / "train_000.bin", std::span<const int32_t>(tokens));
 }
 
+// Stands in for a checkpoint written by an older braid whose config schema has changed since.
+void replace_config(const fs::path& folder, const fs::path& text_file) {
+  std::ifstream in(text_file);
+  BRAID_CHECK(in.good(), "cannot read {}", text_file.string());
+  std::stringstream text;
+  text << in.rdbuf();
+  braid::ckpt::proto::Manifest manifest;
+  braid::ckpt::read_message(folder / braid::ckpt::kManifestFile, manifest);
+  manifest.set_config(text.str());
+  braid::ckpt::write_message(folder / braid::ckpt::kManifestFile, manifest);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc != 2) {
-    std::fprintf(stderr, "usage: braid-ckpt-make-test DIR\n");
+  const bool replace = argc == 4 && std::string(argv[1]) == "--replace-config";
+  if (argc != 2 && !replace) {
+    std::fprintf(stderr,
+                 "usage: braid-ckpt-make-test DIR\n"
+                 "       braid-ckpt-make-test --replace-config STEP_FOLDER TEXT_FILE\n");
     return 2;
   }
   try {
+    if (replace) {
+      replace_config(argv[2], argv[3]);
+      return 0;
+    }
     const fs::path dir = fs::absolute(argv[1]);
     fs::create_directories(dir);
     write_tokens(dir);

@@ -1,5 +1,6 @@
-// braid-ckpt verify: reads every slice (sizes and checksums), checks that each tensor's slices
-// tile it exactly once and that the rank manifests agree; reports every problem, not the first.
+// braid-ckpt verify: reads every slice (sizes, checksums, padding) and every manifest (checksums),
+// checks that each data file holds nothing but its slices, that each tensor's slices tile it
+// exactly once and that the rank manifests agree; reports every problem, not the first.
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
@@ -60,6 +61,19 @@ void check_shard_files(const Checkpoint& c, Findings& f) {
           "rank manifest {} lists {} slices that differ from the {} the global manifest "
           "places in {}",
           manifest_path.string(), listed.size(), expected.size(), file));
+  }
+}
+
+// Every byte of a data file lies in a slice (checked by its chunk checksums) or in the zero
+// padding after one (checked by read_slice): the slices must follow each other at block
+// boundaries and the file must end with the last.
+void check_data_file_layout(const Checkpoint& c, Findings& f) {
+  std::map<std::string, std::vector<const proto::TensorSlice*>> by_file;
+  for (const auto& slice : c.manifest.tensors()) by_file[slice.file()].push_back(&slice);
+  for (const auto& [file, slices] : by_file) {
+    if (f.missing_files.count(file)) continue;
+    for (std::string& p : ckpt::data_file_problems(c.folder / file, slices))
+      f.problems.push_back(std::move(p));
   }
 }
 
@@ -160,6 +174,17 @@ void check_header(const Checkpoint& c, Findings& f) {
         fmt::format("{} lists no tensors", (c.folder / ckpt::kManifestFile).string()));
 }
 
+// The stored training config must still parse: export reads the vocabulary size from it, and
+// it is the record of how the checkpoint was trained. None recorded is not a problem here
+// (export then takes --vocab-size).
+void check_config(const Checkpoint& c, Findings& f) {
+  try {
+    stored_config(c);
+  } catch (const Error& e) {
+    f.problems.push_back(e.what());
+  }
+}
+
 void print_duplicates(const Findings& f, bool verbose) {
   if (verbose) {
     for (const std::string& d : f.duplicates) fmt::print("warning: {}\n", d);
@@ -183,7 +208,9 @@ int run_verify(const std::vector<std::string>& args) {
   const Checkpoint c = open_checkpoint(a.positional[0]);
   Findings f;
   check_header(c, f);
+  check_config(c, f);
   check_shard_files(c, f);
+  check_data_file_layout(c, f);
   const std::vector<TensorSlices> tensors = group_by_tensor(c.manifest);
   for (const TensorSlices& t : tensors) {
     const auto slices = well_formed_slices(t, f);

@@ -12,9 +12,13 @@
 //   2. barrier on a group of its own (never interleaved with training collectives);
 //   3. rank 0 merges the rank manifests into manifest.pb (fsync), renames the folder to
 //      step_<N>, then atomically replaces <dir>/latest (write + fsync + rename);
-//   4. rank 0 deletes committed checkpoints beyond the newest `keep`; a last barrier.
-// A folder without manifest.pb is not a checkpoint. The folder must be visible to every rank
-// (one machine, or a shared filesystem).
+//   4. rank 0 deletes committed checkpoints beyond the newest `keep` (each manifest first, so a
+//      crash mid-deletion leaves an uncommitted folder, never a damaged committed one); a last
+//      barrier.
+// A folder without manifest.pb is not a checkpoint; the Checkpointer sweeps such leftovers at
+// start. Manifests carry a CRC-32C of their contents, slices one per chunk. The Checkpointer
+// holds the directory's RunLock (braid/ckpt/run_lock.h): one run per folder. The folder must be
+// visible to every rank (one machine, or a shared filesystem).
 #pragma once
 
 #include <atomic>
@@ -59,7 +63,9 @@ struct TrainingState {
 
 class Checkpointer {
  public:
-  // Collective over the grid's world: creates the checkpoint's own group.
+  // Collective over the grid's world: creates the checkpoint's own group; rank 0 takes the
+  // directory's run lock (every rank throws DirectoryInUse when another run holds it) and
+  // sweeps uncommitted leftovers of a crash (logged).
   Checkpointer(CheckpointOptions options, const dist::ParallelGrid& grid);
   ~Checkpointer();  // waits for an unfinished write (errors are logged, not thrown)
 
@@ -128,7 +134,8 @@ class Checkpointer {
 
   CheckpointOptions options_;
   const dist::ParallelGrid& grid_;
-  dist::ProcessGroupPtr channel_;  // barriers of the commit protocol only
+  dist::ProcessGroupPtr channel_;        // barriers of the commit protocol only
+  std::shared_ptr<class RunLock> lock_;  // rank 0
   BackgroundTask writer_;
   // Overlapped mode: the open window, the steps it still needs, and what save() captured.
   std::shared_ptr<class OverlappedWindow> window_;
@@ -151,21 +158,31 @@ struct LoadOptions {
 // True when `dir` holds at least one committed checkpoint.
 bool has_committed_checkpoint(const std::string& dir);
 
-// The committed checkpoint folder `path` names: a step folder itself, or a checkpoint
-// directory whose `latest` names one. Throws when there is none.
+// The committed checkpoint folder `path` names: a step folder itself, or the newest committed
+// checkpoint of a checkpoint directory (scanned; `latest` is a hint). Throws when there is none.
 std::string resolve_checkpoint(const std::string& path);
+
+// Deletes every checkpoint in `dir` (committed or not), on rank 0 of `group` under the
+// directory's run lock, for a run that starts over; every rank throws DirectoryInUse when
+// another run holds the folder. Collective over `group`.
+void remove_checkpoints(const std::string& dir, dist::ProcessGroup& group);
 
 // Loads a committed checkpoint into this rank's `model` (its shards, whatever layout saved
 // them) and `optimizer`, verifying the checksum of everything it reads, and returns the
 // training state. The optimizer state goes into `live` (a strategy's owned_state: ZeRO-1's
 // chunks, so no rank ever holds the whole state) when given, else into the optimizer's own
-// per-parameter state; the step counters always go to the optimizer. Reads only files; no
-// communication.
+// per-parameter state; the step counters always go to the optimizer.
+// `path` is a step folder, or a checkpoint directory: then the newest committed checkpoint
+// found by scanning it (`latest` is only a hint), and with fallback_to_previous the older ones
+// in turn. Collective over the grid's world, on a group of its own: every rank verifies what it
+// reads and all ranks load the newest checkpoint that verified on every rank, so no rank ever
+// resumes from another step than its peers. When none does, every rank throws the same line
+// naming, for each checkpoint tried, the ranks and the files and tensors that failed.
 TrainingState load_checkpoint(const std::string& path, nn::Module& model,
                               optim::Optimizer& optimizer, const dist::ParallelGrid& grid,
                               const LoadOptions& options = {},
                               const optim::OwnedState* live = nullptr);
-// The same for a layout given as axis sizes (offline tools: no process group needed).
+// The same in one process for a layout given as axis sizes (offline tools: no communication).
 using Layout = std::map<std::string, int>;
 TrainingState load_checkpoint(const std::string& path, nn::Module& model,
                               optim::Optimizer& optimizer, const Layout& layout,

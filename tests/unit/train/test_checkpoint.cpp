@@ -15,6 +15,7 @@
 #include "braid/data/token_shard.h"
 #include "braid/parallel/strategy.h"
 #include "braid/train/trainer.h"
+#include "checkpoint_fixture.h"
 #include "ckpt/format.h"  // the manifest (private to libbraid)
 #include "support/test_util.h"
 
@@ -23,20 +24,8 @@ namespace {
 
 namespace fs = std::filesystem;
 
-class CheckpointTest : public ::testing::Test {
+class CheckpointTest : public CheckpointFolderTest {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() /
-           ("braid_ckpt_" + std::to_string(::getpid()) + "_" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-    std::vector<int32_t> tokens;
-    for (int i = 0; i < 6000; ++i) tokens.push_back(static_cast<int32_t>('a' + (i * 7 % 13)));
-    data::write_token_shard(dir_ / "train_000.bin", std::span<const int32_t>(tokens));
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-
   TrainConfig config(const std::string& mode, int steps, const std::string& resume = "",
                      const std::string& extra = "") const {
     return parse_config(
@@ -52,8 +41,6 @@ resume: "{}"
         "test");
   }
   fs::path newest() const { return ckpt::resolve_checkpoint((dir_ / "ckpt").string()); }
-
-  fs::path dir_;
 };
 
 std::vector<std::vector<float>> parameters_of(Trainer& t) {
@@ -164,7 +151,7 @@ TEST_F(CheckpointTest, FitSavesPeriodicallyKeepsTheNewestAndResumes) {
   std::vector<std::string> names;
   for (const auto& p : fs::directory_iterator(dir_ / "ckpt")) names.push_back(p.path().filename());
   std::sort(names.begin(), names.end());
-  EXPECT_EQ(names, (std::vector<std::string>{"latest", "step_00000006", "step_00000007"}));
+  EXPECT_EQ(names, (std::vector<std::string>{"latest", "lock", "step_00000006", "step_00000007"}));
   Trainer again(config("async", 9, "latest", "every_steps: 3"));
   EXPECT_EQ(again.step(), 7);
   again.fit();
@@ -218,15 +205,28 @@ TEST_F(CheckpointTest, DamageIsDetectedAndFallsBack) {
   EXPECT_EQ(load_error(true), "loaded step 1");
   write(pristine);
   EXPECT_EQ(load_error(false), "loaded step 2");
-  // A checkpoint without its global manifest does not exist; `latest` naming it is an error.
-  fs::rename(step2 / "manifest.pb", dir_ / "saved_manifest");
-  EXPECT_NE(load_error(false).find("not a committed checkpoint"), std::string::npos);
+  // A flipped bit in the global manifest (its step, its sampler position or any other byte).
+  const fs::path manifest = step2 / "manifest.pb";
+  const std::string manifest_bytes = [&] {
+    std::ifstream in(manifest, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  }();
+  std::string bad_manifest = manifest_bytes;
+  bad_manifest[bad_manifest.size() / 3] ^= 0x01;
+  std::ofstream(manifest, std::ios::binary | std::ios::trunc) << bad_manifest;
+  EXPECT_NE(load_error(false).find("manifest.pb fails its checksum"), std::string::npos);
   EXPECT_EQ(load_error(true), "loaded step 1");
-  // `latest` pointing nowhere.
-  std::ofstream(dir_ / "ckpt" / "latest", std::ios::trunc) << "step_00000099\n";
-  EXPECT_NE(load_error(false).find("step_00000099, which is not a committed checkpoint"),
-            std::string::npos);
-  EXPECT_EQ(load_error(true), "loaded step 1");
+  std::ofstream(manifest, std::ios::binary | std::ios::trunc) << manifest_bytes;
+  EXPECT_EQ(load_error(false), "loaded step 2");
+  // `latest` is a hint: naming nothing, holding garbage or naming an older checkpoint (a crash
+  // between the rename and its update), the scan still finds the newest committed one.
+  for (const std::string latest : {"step_00000099\n", "\x01\xff garbage", "step_00000001\n"}) {
+    std::ofstream(dir_ / "ckpt" / "latest", std::ios::binary | std::ios::trunc) << latest;
+    EXPECT_EQ(load_error(false), "loaded step 2") << latest;
+  }
+  // A checkpoint without its global manifest does not exist: the newest committed one loads.
+  fs::rename(manifest, dir_ / "saved_manifest");
+  EXPECT_EQ(load_error(false), "loaded step 1");
 }
 
 std::vector<std::vector<float>> optimizer_state_of(Trainer& t) {

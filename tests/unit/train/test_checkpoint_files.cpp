@@ -3,8 +3,11 @@
 // same checksums, images written in place, and a full disk reported as such) and the snapshot
 // image the checkpoint copies tensors into.
 #include <gtest/gtest.h>
+#include <sys/resource.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <csignal>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -232,6 +235,39 @@ TEST(ChunkedFileWriter, AFullDiskIsReportedClearly) {
     EXPECT_NE(what.find("of 3145728 bytes"), std::string::npos) << what;
     EXPECT_NE(what.find("No space left on device (is the disk full?)"), std::string::npos) << what;
   }
+}
+
+// A write cut short partway (here by a file size limit, as a disk filling up mid-file would):
+// the message says how many bytes reached the file, for an image written in place too.
+TEST(ChunkedFileWriter, AWriteCutShortReportsTheBytesThatReachedTheFile) {
+  const fs::path file = fs::temp_directory_path() / ("braid_cut_" + std::to_string(::getpid()));
+  const std::unique_ptr<void, decltype(&std::free)> image(std::aligned_alloc(4096, 3 << 20),
+                                                          std::free);
+  std::memset(image.get(), 5, 3 << 20);
+  rlimit saved = {};
+  ASSERT_EQ(::getrlimit(RLIMIT_FSIZE, &saved), 0);
+  const auto old_handler = std::signal(SIGXFSZ, SIG_IGN);  // EFBIG instead of the signal
+  for (auto io : {ChunkedFileWriter::Io::direct_if_possible, ChunkedFileWriter::Io::buffered}) {
+    std::string what = "no error";
+    rlimit cut = saved;
+    cut.rlim_cur = 1 << 20;
+    ASSERT_EQ(::setrlimit(RLIMIT_FSIZE, &cut), 0);
+    try {
+      ChunkedFileWriter writer(file, 3 << 20, io);
+      writer.append_image(image.get(), 3 << 20);
+      writer.finish();
+    } catch (const Error& e) {
+      what = e.what();
+    }
+    ::setrlimit(RLIMIT_FSIZE, &saved);
+    const auto written = fs::file_size(file);
+    EXPECT_GT(written, 0u);
+    EXPECT_NE(what.find(fmt::format("failed after {} of {} bytes", written, 3 << 20)),
+              std::string::npos)
+        << what;
+  }
+  std::signal(SIGXFSZ, old_handler);
+  fs::remove(file);
 }
 
 }  // namespace
