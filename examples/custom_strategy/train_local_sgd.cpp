@@ -4,14 +4,44 @@
 //       --set parallel.dp=2 --set parallel.strategy=local_sgd \
 //       --set parallel.strategy_options.period=8
 #include <cstdio>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "braid/ckpt/run_lock.h"
+#include "braid/core/command_line.h"
 #include "braid/dist/bootstrap.h"
+#include "braid/train/stop_signals.h"
 #include "braid/train/trainer.h"
 #include "local_sgd.h"
 
+namespace {
+
+const braid::Usage kUsage{
+    .program = "train_local_sgd",
+    .synopsis = "--config FILE [--steps N] [--set FIELD=VALUE]...",
+    .summary =
+        "pretrain_gpt's training with one more strategy, local SGD (parallel.strategy: "
+        "\"local_sgd\",\nits period in parallel.strategy_options.period), defined "
+        "outside the library.",
+    .flags = {{"--config", "FILE", "training config (protobuf text)", true},
+              {"--steps", "N", "train N steps (shorthand for --set training.steps=N)"},
+              {"--set", "FIELD=VALUE",
+               "override one config field, e.g. model.n_layer=2; repeatable"}},
+    .example =
+        "mpirun -np 2 train_local_sgd --config examples/gpt/configs/tiny.textproto "
+        "--set parallel.dp=2 --set parallel.strategy=local_sgd "
+        "--set parallel.strategy_options.period=8",
+    .notes =
+        "The training config's schema, every field with its default: "
+        "src/proto/train_config.proto."};
+
+}  // namespace
+
 int main(int argc, char** argv) {
+  // --help and command-line mistakes are answered before MPI starts.
+  if (const std::optional<int> status = braid::answer_help_or_usage_error(kUsage, argc, argv))
+    return *status;
   braid::dist::Environment* env = nullptr;
   try {
     env = &braid::dist::init(&argc, &argv);
@@ -21,7 +51,11 @@ int main(int argc, char** argv) {
         env->world());
     trainer.fit();
     braid::dist::finalize();
-    return 0;
+    return trainer.stopped_by() != 0 ? braid::train::kExitStoppedBySignal : 0;
+  } catch (const braid::ckpt::DirectoryInUse& e) {
+    std::fprintf(stderr, "train_local_sgd: error: %s\n", e.what());
+    braid::dist::finalize();
+    return braid::kUsageExitCode;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "train_local_sgd: error: %s\n", e.what());
     if (env && env->world_size() > 1) braid::dist::abort_job(1);

@@ -10,7 +10,8 @@
 #                            [--virtual-stages V] [--micro-batches M] [--schedule NAME]
 #                            [--config FILE] [--steps N] [--set field=value ...] [--fresh]
 # The configs checkpoint into out/ckpt/<name>/ and a rerun resumes from the newest checkpoint
-# (in any layout: it is resharded); --fresh deletes them and starts over.
+# (in any layout: it is resharded); --fresh deletes them and starts over. Ctrl-C or SIGTERM
+# stops every rank after its step with a checkpoint (exit 75); a second one stops at once.
 # env: BRAID_BUILD_DIR (default build/), BRAID_DATA_DIR (default data/)
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -62,10 +63,30 @@ if [ "$ranks" -eq 1 ]; then
   exec "$build/examples/pretrain_gpt" --config "$config" "${layout[@]}" "${args[@]}"
 fi
 # One rank per core is the sweet spot; more ranks than cores still run (oversubscribed).
-# Ranks get a pty from mpirun even when this script's output goes to a file: tell them.
-[ -t 1 ] || export BRAID_PROGRESS=0
+# Ranks under mpirun draw no progress bar (they get a pty even when mpirun's output goes to a
+# file): ask for one only when this script writes to a terminal. A BRAID_PROGRESS already set
+# is passed on as it is.
+[ -t 1 ] && export BRAID_PROGRESS=${BRAID_PROGRESS:-1}
 launcher=(mpirun -np "$ranks" --bind-to none -x OMP_WAIT_POLICY)
 [ -n "${BRAID_PROGRESS:-}" ] && launcher+=(-x BRAID_PROGRESS)
 [ "$(id -u)" -eq 0 ] && launcher+=(--allow-run-as-root)
 [ "$ranks" -gt "$(nproc)" ] && launcher+=(--oversubscribe)
-exec "${launcher[@]}" "$build/examples/pretrain_gpt" --config "$config" "${layout[@]}" "${args[@]}"
+# Ctrl-C or SIGTERM to this script becomes SIGUSR1 to mpirun, which passes it on to the ranks
+# (SIGTERM or SIGINT it would pass on and then kill them a second later): every rank finishes
+# its step, checkpoints and exits 75; a second signal ends the job at once. mpirun runs in a
+# session of its own, so the terminal's Ctrl-C reaches it only through here.
+setsid "${launcher[@]}" "$build/examples/pretrain_gpt" --config "$config" "${layout[@]}" \
+  "${args[@]}" </dev/null &
+job=$!
+signals=0
+forward() {
+  signals=$((signals + 1))
+  if [ "$signals" -eq 1 ]; then kill -USR1 "$job" 2>/dev/null; else kill -TERM "$job" 2>/dev/null; fi
+}
+trap forward INT TERM
+while :; do
+  status=0
+  wait "$job" || status=$?
+  kill -0 "$job" 2>/dev/null || break  # a signal interrupted the wait: keep waiting
+done
+exit "$status"

@@ -3,6 +3,7 @@
 
 #include <omp.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
@@ -14,7 +15,8 @@
 #include "braid/data/gpt2_tokenizer.h"
 #include "braid/dist/solo_process_group.h"
 #include "braid/parallel/tensor_parallel.h"
-#include "ops/cpu/sgemm_backend.h"
+#include "braid/train/peak_flops.h"
+#include "braid/train/stop_signals.h"
 #include "pipeline_driver.h"
 
 namespace braid::train {
@@ -72,9 +74,16 @@ Trainer::Trainer(TrainConfig config, dist::ProcessGroupPtr world) : config_(std:
   if (tr.threads() > 0) omp_set_num_threads(tr.threads());
   const auto& par = config_.parallel();
   if (!world) world = std::make_shared<dist::SoloProcessGroup>();
+  const std::string layout = world_size_problem(config_, world->size());
+  BRAID_CHECK(layout.empty(), "invalid config: {}", layout);
   grid_ = std::make_unique<dist::ParallelGrid>(
       world, dist::ParallelGrid::default_axes(par.tp(), 1, par.dp(), par.pp()));
-  if (world->size() > 1) set_log_prefix(fmt::format("[{} {}]", world->rank(), grid_->describe()));
+  if (world->size() > 1) {
+    set_log_prefix(fmt::format("[{} {}]", world->rank(), grid_->describe()));
+    std::vector<int> everyone(world->size());
+    for (int r = 0; r < world->size(); ++r) everyone[r] = r;
+    control_ = world->split(everyone, "control");
+  }
 
   if (par.pp() > 1) pipeline_ = std::make_unique<PipelineDriver>(config_, *grid_);
   model_ = std::make_unique<nn::Gpt>(
@@ -140,7 +149,9 @@ Trainer::Trainer(TrainConfig config, dist::ProcessGroupPtr world) : config_(std:
     strategy_->after_load(*optimizer_);
   }
 
-  peak_flops_ = measure_cpu_peak_flops();
+  // Each rank's own peak; ranks sharing a machine take turns measuring (peak_flops.h).
+  const PeakFlops peak = resolve_peak_flops(tr.peak_flops());
+  peak_flops_ = peak.flops;
   const int64_t parameters = model_parameters(*model_, not_saved_here_, *grid_);  // collective
   flops_per_token_ = nn::training_flops_per_token(model_->config(), parameters, tr.seq_len());
   if (!is_lead()) return;
@@ -148,9 +159,9 @@ Trainer::Trainer(TrainConfig config, dist::ProcessGroupPtr world) : config_(std:
              model_->config().n_layer, model_->config().n_head, model_->config().n_embd,
              model_->config().vocab_size, model_->padded_vocab(),
              static_cast<double>(parameters) / 1e6);
-  log().info("data: {} train tokens; {} threads; peak {:.1f} GFLOP/s ({} sgemm); {} x{} ({})",
+  log().info("data: {} train tokens; {} threads; peak {:.1f} GFLOP/s per rank ({}); {} x{} ({})",
              train_sampler_->dataset().total_tokens(), omp_get_max_threads(), peak_flops_ / 1e9,
-             ops::cpu::sgemm_library(), strategy_->name(), world->size(), grid_->describe());
+             peak.source, strategy_->name(), world->size(), grid_->describe());
 }
 
 Trainer::~Trainer() = default;
@@ -214,6 +225,12 @@ StepMetrics Trainer::train_step() {
   // tokens_per_s counts every data-parallel rank; so does the peak (each rank measured its own).
   const double job_peak = peak_flops_ * grid_->world()->size();
   m.mfu = job_peak > 0 ? m.tokens_per_s * flops_per_token_ / job_peak : 0;
+  // Said once, at the first step above the peak.
+  if (m.mfu > 1 && is_lead() &&
+      std::none_of(history_.begin(), history_.end(),
+                   [](const StepMetrics& h) { return h.mfu > 1; }))
+    log().warn("{}",
+               peak_exceeded_warning(m.mfu, peak_flops_, config_.training().peak_flops() > 0));
   m.peak_bytes = host_memory_stats().peak_bytes;
   history_.push_back(m);
   return m;
@@ -283,7 +300,19 @@ std::string Trainer::sample(const std::string& prompt) {
                                       : model_->generate(ids, options));
 }
 
+int Trainer::stop_requested() {
+  int signal = StopSignals::received();
+  if (control_) {
+    Tensor t = Tensor::full({1}, static_cast<float>(signal));
+    control_->all_reduce(t, dist::ReduceOp::max)->wait();
+    signal = static_cast<int>(t.item());
+  }
+  return signal;
+}
+
 void Trainer::fit() {
+  const StopSignals signals;  // SIGTERM/SIGINT/SIGUSR1: checkpoint and stop after a step
+  stopped_by_ = 0;
   const auto& tr = config_.training();
   const int64_t total = tr.steps();
   ProgressBar bar(is_lead() ? total : 0);
@@ -312,12 +341,24 @@ void Trainer::fit() {
       const std::string text = sample(config_.sample().prompt());
       if (is_lead()) log().info("sample: {}", text);
     }
+    stopped_by_ = stop_requested();
+    if (stopped_by_ != 0) break;
   }
   bar.finish();
   // The final state is saved at once, even when an overlapped window would need more steps.
   if (checkpointer_ && step_ > first_step &&
       (every == 0 || step_ % every != 0 || checkpointer_->window_open()))
     save_checkpoint(/*now=*/true);
+  if (stopped_by_ != 0) {
+    wait_for_checkpoint();
+    if (is_lead())
+      log().warn("stopped by {} after step {} of {}: {}", signal_name(stopped_by_), step_, total,
+                 checkpointer_ ? fmt::format("checkpoint step {} is committed in {}; run again to "
+                                             "resume",
+                                             step_, config_.checkpoint().dir())
+                               : std::string("nothing saved (no checkpoint.dir)"));
+    return;
+  }
   validate_now();
   wait_for_checkpoint();
 }

@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
 # Checkpoint fault trials: each trial trains with checkpoints under a random layout (1, 2 or 4
-# ranks; data, tensor and pipeline parallel) and is killed (SIGKILL, one rank or all) at a
-# random point of the protocol, or hits an injected full disk. With data parallelism the
-# optimizer state is replicated or, at random, sharded (zero1: every rank writes its chunks).
-# Afterwards the newest committed checkpoint must load (resharded into another random
-# layout), verify its checksums and resume, and no partial one may ever load.
+# ranks; data, tensor and pipeline parallel, tp2 x dp2 and pp2 x dp2 among them) and is killed
+# (SIGKILL, one rank or all) at a random point of the protocol, including the deletion of an old
+# checkpoint and the load of a resuming run, or hits an injected full disk, or gets a SIGTERM on
+# every rank as Slurm sends before a time limit. With data parallelism the optimizer state is
+# replicated or, at random, sharded (zero1: every rank writes its chunks).
+# Afterwards every folder that looks committed must pass `braid-ckpt verify`, and the newest must
+# load (resharded into another random layout) and resume; no partial one may ever load. After a
+# SIGTERM the run must have exited 75 with the checkpoint of the step it stopped at.
 #   tests/dist/checkpoint_faults.sh BUILD_DIR [trials (default 50)] [seed (default 1)]
 # CI runs 50 trials; `tests/dist/checkpoint_faults.sh build 200` is the long version.
 set -uo pipefail
@@ -12,22 +15,23 @@ build=$1
 trials=${2:-50}
 RANDOM=${3:-1}
 bin=$build/tests/dist/braid_fault_checkpoint
+ckpt_tool=$build/tools/braid-ckpt/braid-ckpt
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-points=(window replay mid_file before_commit latest enospc)
+points=(window replay mid_file before_commit latest retention load enospc sigterm)
 modes=(sync async overlapped)
 # "ranks tp pp": dp = ranks / (tp x pp)
 layouts=("1 1 1" "2 1 1" "2 2 1" "2 1 2" "4 2 2" "4 1 2" "4 2 1")
+# shellcheck source=launch.sh
+source "$(dirname "${BASH_SOURCE[0]}")/launch.sh"
 failures=0
-run() {  # ranks, then the program's arguments
-  local np=$1
-  shift
-  if [ "$np" -eq 1 ]; then
-    "$bin" "$@"
-  else
-    mpirun -np "$np" --oversubscribe --allow-run-as-root --bind-to none -x OMP_NUM_THREADS=1 \
-      -x BRAID_CKPT_FAULT -x BRAID_COLLECTIVE_TIMEOUT_S "$bin" "$@"
-  fi
+run() {  # ranks, then the program's arguments, in the foreground
+  launch "$@"
+  wait "$launched"
+}
+fail() {
+  echo "$*"
+  failures=$((failures + 1))
 }
 for trial in $(seq 1 "$trials"); do
   point=${points[$((RANDOM % ${#points[@]}))]}
@@ -39,31 +43,81 @@ for trial in $(seq 1 "$trials"); do
   step=$(((RANDOM % 3 + 1) * 2))  # checkpoints are requested at steps 2, 4, 6
   # An overlapped window opened at step s lands (and is written) at s + 2 (window 3).
   [ "$mode" = overlapped ] && step=$((step + 2))
+  keep=3
+  # Keeping one, each commit deletes the one before: sync and async checkpoints 2, 4, 6 and
+  # overlapped ones 4, 6 are deleted; the fault names the step being deleted.
+  if [ "$point" = retention ]; then
+    keep=1
+    step=$(((RANDOM % 3) * 2 + 2))
+    [ "$mode" = overlapped ] && step=$(((RANDOM % 2) * 2 + 4))
+  fi
+  [ "$point" = load ] && step=8  # the newest checkpoint, which the resuming run loads
   strategy=auto
   [ $((np / (tp * pp))) -gt 1 ] && [ $((RANDOM % 2)) -eq 1 ] && strategy=zero1
   target=$((RANDOM % (np + 1) - 1))  # -1: every rank
   ckpt=$work/ckpt_$trial
   fault="$point:$step"
   [ "$target" -ge 0 ] && fault="$fault:$target"
-  out=$(BRAID_CKPT_FAULT=$fault BRAID_COLLECTIVE_TIMEOUT_S=10 \
-        run "$np" --dir "$ckpt" --data "$work/data" --mode "$mode" --tp "$tp" --pp "$pp" \
-          --strategy "$strategy" 2>&1)
-  status=$?
-  if [ "$point" = enospc ] && ! grep -q "No space left on device" <<<"$out"; then
-    echo "trial $trial ($fault, $mode): the full disk was not reported: $out"
-    failures=$((failures + 1))
+  args=(--dir "$ckpt" --data "$work/data" --mode "$mode" --tp "$tp" --pp "$pp"
+        --strategy "$strategy" --keep "$keep")
+  log=$work/trial_$trial.log
+  case $point in
+    load)  # a finished run, then a resuming one killed while it loads
+      BRAID_CKPT_FAULT= run "$np" "${args[@]}" >"$log" 2>&1
+      BRAID_CKPT_FAULT=$fault BRAID_COLLECTIVE_TIMEOUT_S=10 run "$np" "${args[@]}" --steps 10 \
+        >>"$log" 2>&1
+      status=$?
+      ;;
+    sigterm)  # SIGTERM on every rank once the first checkpoint is committed
+      fault="sigterm"
+      BRAID_CKPT_FAULT= BRAID_COLLECTIVE_TIMEOUT_S=10 launch "$np" "${args[@]}" --steps 400 \
+        >"$log" 2>&1
+      wait_for "$ckpt/latest" "$launched"
+      terminate_ranks "$np" "$launched"
+      wait "$launched"
+      status=$?
+      stopped=$(grep -o "stopped after [0-9]*" "$log" | grep -o "[0-9]*$")
+      if [ "$status" -ne 75 ] || [ -z "$stopped" ]; then
+        fail "trial $trial (SIGTERM, $mode, $np ranks tp=$tp pp=$pp $strategy): exit $status," \
+             "not 75 with a checkpoint:"
+        tail -5 "$log"
+        continue
+      fi
+      ;;
+    *)
+      BRAID_CKPT_FAULT=$fault BRAID_COLLECTIVE_TIMEOUT_S=10 run "$np" "${args[@]}" >"$log" 2>&1
+      status=$?
+      ;;
+  esac
+  if [ "$point" = enospc ] && ! grep -q "No space left on device" "$log"; then
+    fail "trial $trial ($fault, $mode): the full disk was not reported: $(cat "$log")"
     continue
   fi
+  # Nothing that looks committed may be damaged (a deletion cut short must have uncommitted it).
+  damaged=0
+  for folder in "$ckpt"/step_*; do
+    [ -e "$folder/manifest.pb" ] || continue
+    if ! out=$("$ckpt_tool" verify "$folder" 2>&1); then
+      fail "trial $trial ($fault, $mode, $np ranks tp=$tp pp=$pp $strategy, exit $status):" \
+           "$folder looks committed but fails verify:"
+      echo "$out" | tail -3
+      damaged=1
+    fi
+  done
+  [ "$damaged" -eq 1 ] && continue
   verify=$(BRAID_COLLECTIVE_TIMEOUT_S=10 run "$vnp" --dir "$ckpt" --data "$work/data" \
            --mode "$mode" --tp "$vtp" --pp "$vpp" --verify 2>&1)
   if [ $? -ne 0 ] || ! grep -q "verified: resumed at step" <<<"$verify"; then
-    echo "trial $trial ($fault, $mode, $np ranks tp=$tp pp=$pp $strategy, exit $status; verified as" \
-         "$vnp ranks tp=$vtp pp=$vpp): the last checkpoint did not load:"
+    fail "trial $trial ($fault, $mode, $np ranks tp=$tp pp=$pp $strategy, exit $status;" \
+         "verified as $vnp ranks tp=$vtp pp=$vpp): the last checkpoint did not load:"
     echo "$verify" | tail -5
-    failures=$((failures + 1))
     continue
   fi
   resumed=$(grep -o "resumed at step [0-9]*" <<<"$verify")
+  if [ "$point" = sigterm ] && [ "$resumed" != "resumed at step $stopped" ]; then
+    fail "trial $trial (SIGTERM, $mode): stopped after step $stopped but $resumed"
+    continue
+  fi
   echo "trial $trial: $fault $mode on $np rank(s) tp=$tp pp=$pp $strategy, exit $status ->" \
        "$resumed as $vnp rank(s) tp=$vtp pp=$vpp"
 done

@@ -40,8 +40,15 @@ class Trainer {
   ~Trainer();
 
   // Runs the remaining steps up to training.steps; validation every val_every steps and at the
-  // end. Throws on a non-finite loss unless training.skip_nonfinite_steps is set.
+  // end. Throws on a non-finite loss unless training.skip_nonfinite_steps is set. A SIGTERM,
+  // SIGINT or SIGUSR1 (braid/train/stop_signals.h) on any rank stops every rank after the same
+  // step, with a checkpoint of it when checkpoint.dir is set; stopped_by() then names the signal.
   void fit();
+  // The signal that stopped the last fit() (0: it ran to the end).
+  int stopped_by() const { return stopped_by_; }
+  // Collective over the world: the signal some rank received since fit() began (0: none). A
+  // custom loop that installs braid::train::StopSignals calls it between steps.
+  int stop_requested();
   // One optimizer step (all micro-batches). Public for tests and custom loops.
   StepMetrics train_step();
   // Mean validation loss over val_steps batches from the start of the validation set.
@@ -80,6 +87,8 @@ class Trainer {
 
   // Replaces the training batches (tests and custom data): called once per micro-batch.
   void set_batch_source(std::function<data::Batch()> source) { batch_source_ = std::move(source); }
+  // The current source (by default the training sampler's next batch), for a source that wraps it.
+  const std::function<data::Batch()>& batch_source() const { return batch_source_; }
 
  private:
   ckpt::TrainingState training_state() const;
@@ -99,6 +108,8 @@ class Trainer {
   std::vector<StepMetrics> history_;
   std::vector<std::pair<int64_t, float>> val_history_;
   int64_t step_ = 0;
+  int stopped_by_ = 0;
+  dist::ProcessGroupPtr control_;  // world size > 1: the stop decision, apart from training
   double peak_flops_ = 0;
   double flops_per_token_ = 0;
 };
