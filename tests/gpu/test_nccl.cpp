@@ -29,7 +29,14 @@
 #include "dist/nccl_support.h"
 #endif
 
-#if !defined(BRAID_WITH_CUDA) || !defined(BRAID_WITH_NCCL)
+#if defined(BRAID_SIMT)
+
+TEST(Nccl, NeedsRealGpus) {
+  GTEST_SKIP() << "NCCL moves data between real GPUs; the SIMT emulator has no NCCL transport "
+                  "(these tests run on a device: tests/gpu/run_device_checks.sh)";
+}
+
+#elif !defined(BRAID_WITH_CUDA) || !defined(BRAID_WITH_NCCL)
 
 TEST(Nccl, NotBuilt) {
   GTEST_SKIP() << "braid was built without CUDA or without NCCL";
