@@ -1,12 +1,19 @@
-// The CUDA backend's runtime plumbing: device memory for Storage, the stream every kernel runs
-// on, device selection, per-op scratch memory and the device count.
+// The CUDA backend's runtime plumbing: device memory for Storage, the streams work runs on,
+// device selection, per-op scratch memory and the device count.
 //
 // Plain C++ (no kernel syntax), so host code and tests compiled by the C++ compiler include it.
 //
-// Stream model (kept deliberately simple): every braid kernel, cuBLAS call and copy is issued
-// on the default stream of the current device. Work is therefore ordered exactly as the host
-// issues it, copies to and from the host are synchronous, and freeing memory needs no event
-// bookkeeping. A side stream (checkpoint copies, NCCL) must order itself against it with events.
+// Stream model: each device has three streams, created on first use with
+// cudaStreamNonBlocking, so none synchronises implicitly with the legacy default stream or with
+// each other (braid/core/stream.h is the device-agnostic face of them):
+// - compute (current_stream()): every braid kernel, cuBLAS call and copy of an op. Work on it
+//   runs in issue order, and device memory is allocated for it (caching_allocator.h), so a
+//   block freed and reused on it needs no event.
+// - copy: host<->device staging (batches ahead, checkpoint snapshots);
+// - comm: collectives.
+// Ordering between them goes only through events. Nothing is issued on the legacy default
+// stream. The host<->device copies of the DeviceMemoryOps (Tensor::to, copy_, item) run on the
+// compute stream and return once the host memory is ready (they synchronise that stream).
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -14,6 +21,7 @@
 #include <cstddef>
 
 #include "braid/core/device.h"
+#include "braid/core/stream.h"
 
 namespace braid::cuda {
 
@@ -21,13 +29,16 @@ namespace braid::cuda {
 // and never aborts, so tests and binaries can ask before touching anything else.
 int device_count();
 
-// Fills the kernel table (CPU and CUDA) and registers the CUDA device-memory ops. Idempotent.
+// Fills the kernel table (CPU and CUDA) and registers the CUDA device-memory and stream ops.
+// Idempotent.
 // Registration otherwise happens on the first kernel lookup; call this before the first
 // Tensor::empty on a cuda device in code that has not looked a kernel up yet.
 void ensure_registered();
 
-// The stream braid issues work on: the default stream (see the stream model above).
+// The current device's compute stream: what every kernel, cuBLAS call and op copy is issued on.
 cudaStream_t current_stream();
+// Device `device_index`'s stream of `role` (see the stream model above), created on first use.
+cudaStream_t device_stream(int device_index, StreamRole role);
 
 // Makes `device_index` the current device for its scope and restores the previous one. Throws
 // a clear error when that device does not exist (including "no CUDA device at all").
@@ -43,10 +54,10 @@ class DeviceGuard {
   int current_ = -1;
 };
 
-// Temporary device memory for one op (reduction partials and the like). Stream-ordered
-// (cudaMallocAsync / cudaFreeAsync on `stream`), so it is cheap, needs no device-wide
-// synchronisation, and two ops can never hand each other a buffer that is still in use.
-// Create it inside a DeviceGuard; it lives on the device current at construction.
+// Temporary device memory for one op (reduction partials and the like), from the caching
+// allocator's pool of `stream`: cheap, no device-wide synchronisation, and stream order keeps
+// two ops from ever handing each other a buffer that is still in use. Create it inside a
+// DeviceGuard; it lives on the device current at construction.
 class ScratchBuffer {
  public:
   ScratchBuffer(size_t bytes, cudaStream_t stream);
@@ -61,18 +72,22 @@ class ScratchBuffer {
 
  private:
   void* ptr_ = nullptr;
-  cudaStream_t stream_ = nullptr;
-  bool async_ = true;  // false where the device has no memory pools (then cudaMalloc)
+  int device_ = 0;
 };
 
 // The DeviceMemoryOps braid core calls for cuda Storage and host<->device copies.
-// allocate: cudaMalloc on that device (throws with free/total memory on failure).
+// allocate: the device's caching allocator, for its compute stream (throws on out of memory).
 void* allocate(size_t bytes, int device_index);
-// release: cudaFree; never throws (it runs from Storage's destructor, possibly at exit).
+// release: back to the caching allocator; never throws (it runs from Storage's destructor,
+// possibly at exit).
 void release(void* ptr, int device_index);
-// copy: dense bytes between any two devices; returns once host memory involved is safe to use.
+// copy: dense bytes between any two devices, on the compute stream; returns once host memory
+// involved is safe to use (device-to-device on one device returns at once, stream-ordered).
 void copy(void* dst, Device dst_device, const void* src, Device src_device, size_t bytes);
-// Hands the three functions above to braid core (register_device_memory). Idempotent.
+// Hands the functions above, the allocator's statistics and record_stream to braid core
+// (register_device_memory), and the streams (register_stream_ops). Idempotent.
 void register_device_memory_ops();
+// Hands the streams and events to braid core (braid::register_stream_ops). Idempotent.
+void register_stream_ops();
 
 }  // namespace braid::cuda

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 
 namespace braid::simt {
@@ -43,6 +44,23 @@ void configure_emulated_devices(DeviceModelKind kind, int count);
 
 // Tests: clears the sticky error and the calling thread's last error, as a fresh process starts.
 void reset_runtime_errors();
+
+// Tests: how often the runtime's memory calls ran since the process started (never reset), so
+// a test can prove a stretch of braid's code made none. Failed calls are counted too.
+struct RuntimeCallCounts {
+  uint64_t malloc = 0;        // cudaMalloc
+  uint64_t free = 0;          // cudaFree of a non-null pointer
+  uint64_t malloc_async = 0;  // cudaMallocAsync
+  uint64_t free_async = 0;    // cudaFreeAsync of a non-null pointer
+  // Copies and memsets issued on the legacy default stream (nullptr or cudaStreamLegacy),
+  // cudaMemcpy and cudaMemset included.
+  uint64_t legacy_stream_ops = 0;
+};
+RuntimeCallCounts runtime_call_counts();
+
+// Tests: caps each device's memory at `bytes` (0: the model's global memory again). cudaMalloc
+// fails past it and cudaMemGetInfo reports it as the total; what is allocated stays.
+void set_emulated_memory_limit(size_t bytes);
 
 // The text of the calling thread's last launch error (set_launch_error's `what`), for messages.
 std::string last_launch_error_detail();

@@ -136,6 +136,34 @@ const DeviceMemoryOps& device_memory(DeviceKind kind) {
   return ops;
 }
 
+DeviceMemoryStats device_memory_stats(Device device) {
+  if (device.is_cpu()) {
+    const MemoryStats host = host_memory_stats();
+    DeviceMemoryStats stats;
+    stats.allocated_bytes = stats.requested_bytes = stats.reserved_bytes = host.current_bytes;
+    stats.peak_allocated_bytes = stats.peak_reserved_bytes = host.peak_bytes;
+    stats.device_mallocs = host.allocations;
+    return stats;
+  }
+  const DeviceMemoryOps& ops = device_memory(device.kind);
+  return ops.stats ? ops.stats(device.index) : DeviceMemoryStats{};
+}
+
+void empty_device_cache(Device device) {
+  if (device.is_cpu()) return;
+  const DeviceMemoryOps& ops = device_memory(device.kind);
+  if (ops.empty_cache) ops.empty_cache(device.index);
+}
+
+void reset_device_peak(Device device) {
+  if (device.is_cpu()) {
+    reset_host_peak();
+    return;
+  }
+  const DeviceMemoryOps& ops = device_memory(device.kind);
+  if (ops.reset_peak) ops.reset_peak(device.index);
+}
+
 MemoryStats host_memory_stats() {
   return {g_current.load(), g_peak.load(), g_count.load()};
 }

@@ -1,7 +1,9 @@
-// The emulated runtime's memory calls: allocation with per-device accounting, and copies and
-// memsets that check device ranges against live allocations and keep the initialisation shadow.
+// The emulated runtime's memory calls: allocation with per-device accounting (and a test limit),
+// copies and memsets that check device ranges against live allocations and keep the
+// initialisation shadow, and the call counters tests read (runtime_call_counts).
 #include <cuda_runtime_api.h>
 
+#include <atomic>
 #include <cstring>
 #include <map>
 #include <mutex>
@@ -22,6 +24,21 @@ struct Owned {
 std::mutex g_mutex;
 std::map<const void*, Owned> g_owned;  // every live cudaMalloc'd pointer
 std::vector<size_t> g_used;            // bytes per device
+size_t g_limit = 0;                    // set_emulated_memory_limit; 0: the model's memory
+
+// runtime_call_counts(), in the field order of RuntimeCallCounts.
+std::atomic<uint64_t> g_mallocs{0}, g_frees{0}, g_mallocs_async{0}, g_frees_async{0};
+std::atomic<uint64_t> g_legacy_stream_ops{0};
+
+// What a device holds (the caller holds g_mutex).
+size_t capacity_locked() {
+  const size_t model = emulated_device_model().global_memory;
+  return g_limit != 0 && g_limit < model ? g_limit : model;
+}
+
+void count_stream(cudaStream_t stream) {
+  if (stream == nullptr || stream == cudaStreamLegacy) g_legacy_stream_ops.fetch_add(1);
+}
 
 size_t counted(size_t bytes) {
   return (bytes + 255) / 256 * 256;
@@ -37,8 +54,7 @@ cudaError_t allocate(int device, size_t size, void** out) {
   {
     // Each device has its model's memory; the arena holds all of them.
     std::lock_guard lock(g_mutex);
-    if (size > emulated_device_model().global_memory ||
-        used(device) + bytes > emulated_device_model().global_memory)
+    if (size > capacity_locked() || used(device) + bytes > capacity_locked())
       return record(cudaErrorMemoryAllocation);
     used(device) += bytes;
   }
@@ -147,10 +163,30 @@ void reset_memory_accounting() {
 
 }  // namespace braid::simt::rt
 
+namespace braid::simt {
+
+RuntimeCallCounts runtime_call_counts() {
+  RuntimeCallCounts counts;
+  counts.malloc = rt::g_mallocs.load();
+  counts.free = rt::g_frees.load();
+  counts.malloc_async = rt::g_mallocs_async.load();
+  counts.free_async = rt::g_frees_async.load();
+  counts.legacy_stream_ops = rt::g_legacy_stream_ops.load();
+  return counts;
+}
+
+void set_emulated_memory_limit(size_t bytes) {
+  std::lock_guard lock(rt::g_mutex);
+  rt::g_limit = bytes;
+}
+
+}  // namespace braid::simt
+
 namespace rt = braid::simt::rt;
 namespace simt = braid::simt;
 
 cudaError_t cudaMalloc(void** devPtr, size_t size) {
+  rt::g_mallocs.fetch_add(1);
   if (const cudaError_t sticky = rt::sticky_error()) return rt::record(sticky);
   if (devPtr == nullptr) return rt::record(cudaErrorInvalidValue);
   if (size == 0) {  // CUDA hands out no memory and a null pointer
@@ -163,10 +199,12 @@ cudaError_t cudaMalloc(void** devPtr, size_t size) {
 cudaError_t cudaFree(void* devPtr) {
   if (const cudaError_t sticky = rt::sticky_error()) return rt::record(sticky);
   if (devPtr == nullptr) return cudaSuccess;
+  rt::g_frees.fetch_add(1);
   return rt::release(devPtr);
 }
 
 cudaError_t cudaMallocAsync(void** devPtr, size_t size, cudaStream_t hStream) {
+  rt::g_mallocs_async.fetch_add(1);
   if (devPtr == nullptr) return rt::record(cudaErrorInvalidValue);
   int device = 0;
   if (!rt::resolve_stream(hStream, &device)) return rt::record(cudaErrorInvalidResourceHandle);
@@ -182,6 +220,7 @@ cudaError_t cudaMallocAsync(void** devPtr, size_t size, cudaStream_t hStream) {
 }
 
 cudaError_t cudaFreeAsync(void* devPtr, cudaStream_t hStream) {
+  if (devPtr != nullptr) rt::g_frees_async.fetch_add(1);
   if (!rt::resolve_stream(hStream, nullptr)) return rt::record(cudaErrorInvalidResourceHandle);
   cudaError_t status = cudaSuccess;
   const cudaError_t issued = rt::issue(hStream, [&] {
@@ -193,10 +232,11 @@ cudaError_t cudaFreeAsync(void* devPtr, cudaStream_t hStream) {
 cudaError_t cudaMemGetInfo(size_t* free, size_t* total) {
   if (const cudaError_t sticky = rt::sticky_error()) return rt::record(sticky);
   if (free == nullptr || total == nullptr) return rt::record(cudaErrorInvalidValue);
-  const size_t capacity = simt::emulated_device_model().global_memory;
   std::lock_guard lock(rt::g_mutex);
+  const size_t capacity = rt::capacity_locked();
+  const size_t used = rt::used(rt::current_device());
   *total = capacity;
-  *free = capacity - rt::used(rt::current_device());
+  *free = capacity > used ? capacity - used : 0;  // a limit set below what is allocated
   return cudaSuccess;
 }
 
@@ -207,6 +247,7 @@ cudaError_t cudaMemcpy(void* dst, const void* src, size_t count, cudaMemcpyKind 
 cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t count, cudaMemcpyKind kind,
                             cudaStream_t stream) {
   if (!rt::resolve_stream(stream, nullptr)) return rt::record(cudaErrorInvalidResourceHandle);
+  rt::count_stream(stream);
   if (const cudaError_t e = rt::check_copy(dst, src, count, kind)) return rt::record(e);
   return rt::record(rt::issue(stream, [&] { rt::copy_bytes(dst, src, count); }));
 }
@@ -215,6 +256,7 @@ cudaError_t cudaMemcpy2DAsync(void* dst, size_t dpitch, const void* src, size_t 
                               size_t width, size_t height, cudaMemcpyKind kind,
                               cudaStream_t stream) {
   if (!rt::resolve_stream(stream, nullptr)) return rt::record(cudaErrorInvalidResourceHandle);
+  rt::count_stream(stream);
   if (kind < cudaMemcpyHostToHost || kind > cudaMemcpyDefault)
     return rt::record(cudaErrorInvalidMemcpyDirection);
   if (width == 0 || height == 0) return cudaSuccess;
@@ -243,6 +285,7 @@ cudaError_t cudaMemset(void* devPtr, int value, size_t count) {
 
 cudaError_t cudaMemsetAsync(void* devPtr, int value, size_t count, cudaStream_t stream) {
   if (!rt::resolve_stream(stream, nullptr)) return rt::record(cudaErrorInvalidResourceHandle);
+  rt::count_stream(stream);
   if (const cudaError_t e = rt::check_memset(devPtr, count)) return rt::record(e);
   if (count == 0) return rt::record(rt::issue(stream, [] {}));
   return rt::record(rt::issue(stream, [&] { rt::set_bytes(devPtr, value, count); }));
@@ -251,6 +294,7 @@ cudaError_t cudaMemsetAsync(void* devPtr, int value, size_t count, cudaStream_t 
 cudaError_t cudaMemset2DAsync(void* devPtr, size_t pitch, int value, size_t width, size_t height,
                               cudaStream_t stream) {
   if (!rt::resolve_stream(stream, nullptr)) return rt::record(cudaErrorInvalidResourceHandle);
+  rt::count_stream(stream);
   if (width == 0 || height == 0) return rt::record(rt::issue(stream, [] {}));
   if (height > 1 && width > pitch) return rt::record(cudaErrorInvalidValue);  // pitch unused at 1
   const size_t span = height > 1 ? rt::span_2d(pitch, width, height) : width;
