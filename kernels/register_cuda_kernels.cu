@@ -4,6 +4,8 @@
 #include "cuda_runtime.cuh"
 #include "elementwise/affine.cuh"
 #include "elementwise/binary.cuh"
+#include "elementwise/copy.cuh"
+#include "elementwise/fill.cuh"
 #include "elementwise/gelu.cuh"
 #include "elementwise/sum.cuh"
 #include "elementwise/sum_to.cuh"
@@ -23,6 +25,8 @@ namespace braid::ops {
 void register_cuda_kernels(KernelRegistry& r) {
   constexpr DeviceKind kCuda = DeviceKind::cuda;
   cuda::register_device_memory_ops();
+  r.add<CopyKernel>(kCuda, &cuda::copy);
+  r.add<FillKernel>(kCuda, &cuda::fill);
   r.add<BinaryKernel>(kCuda, &cuda::binary);
   r.add<AffineKernel>(kCuda, &cuda::affine);
   r.add<SumToKernel>(kCuda, &cuda::sum_to);

@@ -25,6 +25,10 @@ std::vector<Tensor> AccumulateGrad::apply(std::vector<Tensor>&& grads) {
   }
   if (incoming.defined()) {
     Tensor current = leaf_.grad();
+    BRAID_CHECK(!current.defined() || current.device() == incoming.device(),
+                "the gradient of {} arrives on {} but its .grad is on {}; give .grad the "
+                "tensor's device",
+                leaf_.str(), incoming.device().str(), current.device().str());
     if (current.defined()) {
       add_(current, incoming);  // in place: .grad may be a view into a flat bucket
     } else {
@@ -81,10 +85,13 @@ void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads
     if (!g.defined()) {
       BRAID_CHECK(root.numel() == 1, "backward on non-scalar {} needs an explicit gradient",
                   root.str());
-      g = Tensor::full(root.shape(), 1.0f);
+      g = Tensor::full(root.shape(), 1.0f, DType::f32, root.device());
     }
     BRAID_CHECK(g.shape() == root.shape(), "gradient {} does not match root {}", g.str(),
                 root.str());
+    BRAID_CHECK(g.device() == root.device(),
+                "backward: the gradient is on {} but the root {} is on {}; move it with .to(...)",
+                g.device().str(), root.str(), root.device().str());
     Edge edge = gradient_edge(root);
     auto& buf = buffers[edge.node.get()];
     buf.resize(edge.node->num_outputs());

@@ -30,7 +30,8 @@ class FunctionNode final : public Node {
     if (!any) return std::vector<Tensor>(next_edges.size());
     if (grads.size() > 1) {
       for (size_t i = 0; i < grads.size(); ++i)
-        if (!grads[i].defined()) grads[i] = Tensor::zeros(output_shapes_[i], output_dtypes_[i]);
+        if (!grads[i].defined())
+          grads[i] = Tensor::zeros(output_shapes_[i], output_dtypes_[i], output_devices_[i]);
     }
     std::vector<Tensor> result = fn_(grads);
     BRAID_CHECK(result.size() == next_edges.size(), "{} returned {} gradients for {} inputs", name_,
@@ -42,6 +43,7 @@ class FunctionNode final : public Node {
 
   std::vector<Shape> output_shapes_;
   std::vector<DType> output_dtypes_;
+  std::vector<Device> output_devices_;
 
  private:
   std::string name_;
@@ -141,6 +143,7 @@ void record(std::string name, const std::vector<Tensor>& inputs, std::vector<Ten
   for (uint32_t i = 0; i < outputs.size(); ++i) {
     node->output_shapes_.push_back(outputs[i]->shape());
     node->output_dtypes_.push_back(outputs[i]->dtype());
+    node->output_devices_.push_back(outputs[i]->device());
     outputs[i]->set_history(node, i);
   }
 }

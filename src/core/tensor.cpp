@@ -1,22 +1,16 @@
-// Tensor metadata, factories, dense copies and dtype conversion on the host.
+// Tensor metadata, factories, and the copies and fills that dispatch to a device's kernels.
 #include "braid/core/tensor.h"
 
-#include <omp.h>
-
-#if defined(__SSE2__)
-#include <immintrin.h>
-#endif
-
 #include <algorithm>
-#include <array>
 #include <cstring>
-#include <tuple>
 
 #include "braid/autograd/engine.h"
 #include "braid/autograd/node.h"
 #include "braid/core/allocator.h"
+#include "braid/ops/kernel_registry.h"
+#include "braid/ops/kernel_signatures.h"
 #include "braid/ops/views.h"
-#include "core/strided.h"
+#include "ops/cpu/cpu_kernels.h"
 
 namespace braid {
 
@@ -60,30 +54,40 @@ Tensor Tensor::empty(const Shape& shape, DType dtype, Device device) {
 
 Tensor Tensor::zeros(const Shape& shape, DType dtype, Device device) {
   Tensor t = empty(shape, dtype, device);
-  if (t.nbytes()) std::memset(t.data_ptr(), 0, t.nbytes());
+  if (!device.is_cpu())
+    t.fill_(0.0f);  // device memory is the device's to write
+  else if (t.nbytes())
+    std::memset(t.data_ptr(), 0, t.nbytes());
   return t;
 }
 
-Tensor Tensor::full(const Shape& shape, float value, DType dtype) {
-  Tensor t = empty(shape, dtype);
+Tensor Tensor::full(const Shape& shape, float value, DType dtype, Device device) {
+  Tensor t = empty(shape, dtype, device);
   t.fill_(value);
   return t;
 }
 
-Tensor Tensor::from_vector(const std::vector<float>& values, const Shape& shape) {
+namespace {
+
+// A host tensor of `values`, then one copy to `device` when that is not the host.
+template <class T>
+Tensor tensor_of(const std::vector<T>& values, const Shape& shape, Device device) {
   BRAID_CHECK(static_cast<int64_t>(values.size()) == shape_numel(shape),
               "{} values do not fill shape {}", values.size(), shape_str(shape));
-  Tensor t = empty(shape, DType::f32);
+  Tensor t = Tensor::empty(shape, dtype_of<T>());
   if (!values.empty()) std::memcpy(t.data_ptr(), values.data(), t.nbytes());
-  return t;
+  return device.is_cpu() ? t : t.to(device);
 }
 
-Tensor Tensor::from_vector(const std::vector<int32_t>& values, const Shape& shape) {
-  BRAID_CHECK(static_cast<int64_t>(values.size()) == shape_numel(shape),
-              "{} values do not fill shape {}", values.size(), shape_str(shape));
-  Tensor t = empty(shape, DType::i32);
-  if (!values.empty()) std::memcpy(t.data_ptr(), values.data(), t.nbytes());
-  return t;
+}  // namespace
+
+Tensor Tensor::from_vector(const std::vector<float>& values, const Shape& shape, Device device) {
+  return tensor_of(values, shape, device);
+}
+
+Tensor Tensor::from_vector(const std::vector<int32_t>& values, const Shape& shape,
+                           Device device) {
+  return tensor_of(values, shape, device);
 }
 
 Tensor Tensor::from_storage(StoragePtr storage, const Shape& shape, DType dtype, int64_t offset) {
@@ -165,9 +169,9 @@ float Tensor::item() const {
 }
 
 std::vector<float> Tensor::to_vector() const {
-  BRAID_CHECK(device().is_cpu(), "to_vector() reads host tensors; {} is on {}", str(),
-              device().str());
-  Tensor dense = to(DType::f32);
+  // A device tensor comes over in one copy (which waits for the work that produces it).
+  const Tensor host = device().is_cpu() ? *this : to(Device::cpu());
+  Tensor dense = host.to(DType::f32);
   const float* p = dense.data<float>();
   return std::vector<float>(p, p + dense.numel());
 }
@@ -193,7 +197,7 @@ Tensor Tensor::detach() const {
 
 Tensor Tensor::to(Device target) const {
   Tensor out = empty(shape(), dtype(), target);
-  out.copy_(is_contiguous() ? *this : clone());  // clone: dense on the source device
+  out.copy_(*this);
   return out;
 }
 
@@ -231,69 +235,17 @@ Tensor Tensor::to(DType target) const {
 
 namespace {
 
-// Reads element i of a row of any dtype as float / writes a float as any dtype.
-float load_as_float(const void* base, int64_t i, DType t) {
-  switch (t) {
-    case DType::f32:
-      return static_cast<const float*>(base)[i];
-    case DType::bf16:
-      return bf16_to_f32(static_cast<const uint16_t*>(base)[i]);
-    case DType::f16:
-      return f16_to_f32(static_cast<const uint16_t*>(base)[i]);
-    case DType::i32:
-      return static_cast<float>(static_cast<const int32_t*>(base)[i]);
-    case DType::i64:
-      return static_cast<float>(static_cast<const int64_t*>(base)[i]);
-    case DType::u8:
-      return static_cast<float>(static_cast<const uint8_t*>(base)[i]);
-  }
-  return 0;
-}
-
-void store_from_float(void* base, int64_t i, DType t, float v) {
-  switch (t) {
-    case DType::f32:
-      static_cast<float*>(base)[i] = v;
-      break;
-    case DType::bf16:
-      static_cast<uint16_t*>(base)[i] = f32_to_bf16(v);
-      break;
-    case DType::f16:
-      static_cast<uint16_t*>(base)[i] = f32_to_f16(v);
-      break;
-    case DType::i32:
-      static_cast<int32_t*>(base)[i] = static_cast<int32_t>(v);
-      break;
-    case DType::i64:
-      static_cast<int64_t*>(base)[i] = static_cast<int64_t>(v);
-      break;
-    case DType::u8:
-      static_cast<uint8_t*>(base)[i] = static_cast<uint8_t>(v);
-      break;
-  }
-}
-
-// Dense bytes from src to dst. A large copy is split over the OpenMP threads: one thread's
-// memcpy reached 7-9 GB/s on these machines and two together 28 GB/s, and the large dense
-// copies (checkpoint snapshots, an overlapped window's gradients) happen while the training
-// threads wait for them. Overlapping ranges keep memmove's single pass.
-void copy_bytes(void* dst, const void* src, size_t n) {
-  constexpr size_t kParallelBytes = size_t{1} << 20;
-  auto* d = static_cast<char*>(dst);
-  const auto* s = static_cast<const char*>(src);
-  const bool overlap = d < s + n && s < d + n;
-  if (n < kParallelBytes || overlap || omp_in_parallel() || omp_get_max_threads() == 1) {
-    std::memmove(dst, src, n);
-    return;
-  }
-#pragma omp parallel
-  {
-    const size_t nt = static_cast<size_t>(omp_get_num_threads());
-    const size_t t = static_cast<size_t>(omp_get_thread_num());
-    // Cache-line boundaries, so no two threads write one line.
-    const size_t begin = n * t / nt / 64 * 64, end = t + 1 == nt ? n : n * (t + 1) / nt / 64 * 64;
-    std::memcpy(d + begin, s + begin, end - begin);
-  }
+// DeviceMemoryOps moves dense bytes of one dtype, so a copy between devices converts and
+// densifies on the source's device first, and scatters into a strided destination on the
+// destination's device afterwards (one staging copy per side that needs it).
+void copy_across_devices(const Tensor& src, Tensor& dst) {
+  const Tensor from =
+      src.is_contiguous() && src.dtype() == dst.dtype() ? src : src.to(dst.dtype());
+  Tensor into = dst.is_contiguous() ? dst : Tensor::empty(dst.shape(), dst.dtype(), dst.device());
+  const DeviceKind kind = dst.device().is_cpu() ? src.device().kind : dst.device().kind;
+  device_memory(kind).copy(into.data_ptr(), into.device(), from.data_ptr(), from.device(),
+                           into.nbytes());
+  if (!into.same(dst)) dst.copy_(into);
 }
 
 }  // namespace
@@ -301,109 +253,25 @@ void copy_bytes(void* dst, const void* src, size_t n) {
 Tensor& Tensor::copy_(const Tensor& src) {
   BRAID_CHECK(shape() == src.shape(), "copy_: destination {} and source {} differ in shape", str(),
               src.str());
-  const int64_t n = numel();
-  if (n == 0) return *this;
-  if (!device().is_cpu() || !src.device().is_cpu()) {
-    // Device copies move dense bytes; layout or dtype changes happen on the host side.
-    BRAID_CHECK(dtype() == src.dtype() && is_contiguous() && src.is_contiguous(),
-                "copy_ from {} on {} to {} on {} needs dense tensors of one dtype", src.str(),
-                src.device().str(), str(), device().str());
-    const DeviceKind kind = device().is_cpu() ? src.device().kind : device().kind;
-    device_memory(kind).copy(data_ptr(), device(), src.data_ptr(), src.device(), nbytes());
-    return *this;
-  }
-  const DType dt = dtype(), st = src.dtype();
-  const size_t es = dtype_size(dt);
-  if (dt == st && is_contiguous() && src.is_contiguous()) {
-    copy_bytes(data_ptr(), src.data_ptr(), nbytes());
-    return *this;
-  }
-  // Integer-to-integer copies must not round through float (i64 ids above 2^24).
-  const bool exact_ints =
-      (dt == DType::i32 || dt == DType::i64) && (st == DType::i32 || st == DType::i64);
-  const Shape& sh = shape();
-  const int64_t rows = detail::num_rows(sh), len = detail::row_length(sh);
-  const int64_t dst_inner = sh.empty() ? 1 : strides().back();
-  const int64_t src_inner = sh.empty() ? 1 : src.strides().back();
-  char* dst_base = static_cast<char*>(storage()->data());
-  const char* src_base = static_cast<const char*>(src.storage()->data());
-  const size_t ss = dtype_size(st);
-  const Shape& ds = strides();
-  const Shape& sst = src.strides();
-  const int64_t doff0 = offset(), soff0 = src.offset();
-#pragma omp parallel if (n > (1 << 16))
-  {
-    const int nt = omp_get_num_threads(), t = omp_get_thread_num();
-    const int64_t r0 = rows * t / nt, r1 = rows * (t + 1) / nt;
-    detail::for_each_row<2>(sh, {&ds, &sst}, r0, r1, [&](int64_t, int64_t doff, int64_t soff) {
-      char* d = dst_base + (doff0 + doff) * es;
-      const char* s = src_base + (soff0 + soff) * ss;
-      if (dt == st && dst_inner == 1 && src_inner == 1) {
-        std::memcpy(d, s, len * es);
-      } else if (dt == st) {
-        for (int64_t i = 0; i < len; ++i)
-          std::memcpy(d + i * dst_inner * es, s + i * src_inner * ss, es);
-      } else if (exact_ints) {
-        for (int64_t i = 0; i < len; ++i) {
-          const int64_t v = st == DType::i32 ? reinterpret_cast<const int32_t*>(s)[i * src_inner]
-                                             : reinterpret_cast<const int64_t*>(s)[i * src_inner];
-          if (dt == DType::i32)
-            reinterpret_cast<int32_t*>(d)[i * dst_inner] = static_cast<int32_t>(v);
-          else
-            reinterpret_cast<int64_t*>(d)[i * dst_inner] = v;
-        }
-      } else {
-        for (int64_t i = 0; i < len; ++i)
-          store_from_float(d, i * dst_inner, dt, load_as_float(s, i * src_inner, st));
-      }
-    });
+  if (numel() == 0) return *this;
+  const Device dst_device = device(), src_device = src.device();
+  if (dst_device != src_device) {
+    copy_across_devices(src, *this);
+  } else if (dst_device.is_cpu()) {
+    ops::cpu::copy(src, *this);  // called directly: host copies take no table lookup
+  } else {
+    ops::kernel<ops::CopyKernel>(dst_device)(src, *this);
   }
   return *this;
 }
 
-namespace {
-
-// Writes `value` to p[0, n) with non-temporal stores, which go to memory without first reading
-// each cache line (an ordinary store loads the line before overwriting it).
-void stream_fill(float* p, int64_t n, float value) {
-  int64_t i = 0;
-#if defined(__SSE2__)
-  for (; i < n && reinterpret_cast<uintptr_t>(p + i) % 16 != 0; ++i) p[i] = value;
-  const __m128 v = _mm_set1_ps(value);
-  for (; i + 4 <= n; i += 4) _mm_stream_ps(p + i, v);
-  _mm_sfence();  // streamed stores are weakly ordered: publish them before the thread moves on
-#endif
-  for (; i < n; ++i) p[i] = value;
-}
-
-// Dense f32 fill. Buffers past the caches are streamed: zero_grad of a 124M-parameter model
-// writes 497 MB, which took 27 ms on two threads here with ordinary stores and 13-14 ms streamed.
-void fill_dense_f32(float* p, int64_t n, float value) {
-  constexpr int64_t kStreamFrom = (8 << 20) / sizeof(float);
-  if (n < kStreamFrom) {
-#pragma omp parallel for if (n > (1 << 16))
-    for (int64_t i = 0; i < n; ++i) p[i] = value;
-    return;
-  }
-  constexpr int64_t kBlock = 1 << 16;
-  const int64_t blocks = (n + kBlock - 1) / kBlock;
-#pragma omp parallel for schedule(static)
-  for (int64_t b = 0; b < blocks; ++b)
-    stream_fill(p + b * kBlock, std::min(kBlock, n - b * kBlock), value);
-}
-
-}  // namespace
-
 Tensor& Tensor::fill_(float value) {
-  BRAID_CHECK(device().is_cpu(), "fill_ on {} needs the CUDA runtime", device().str());
-  if (is_contiguous() && dtype() == DType::f32) {
-    fill_dense_f32(data<float>(), numel(), value);
-    return *this;
+  if (device().is_cpu()) {
+    ops::cpu::fill(value, *this);
+  } else if (numel() > 0) {
+    ops::kernel<ops::FillKernel>(device())(value, *this);
   }
-  Tensor one = empty({}, dtype());
-  store_from_float(one.data_ptr(), 0, dtype(), value);
-  // Broadcast the scalar over every element through a zero-stride view.
-  return copy_(one.alias(shape(), Shape(dim(), 0), 0));
+  return *this;
 }
 
 Tensor& Tensor::rebind_(const Tensor& view) {

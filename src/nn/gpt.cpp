@@ -131,8 +131,9 @@ void Gpt::check_ids(const Tensor& ids) const {
   BRAID_CHECK(t <= config_.block_size,
               "sequence of {} tokens is longer than the model's {} positions (model.block_size)", t,
               config_.block_size);
-  // The embedding accepts padding rows; a token id there would be a silent data bug.
-  const Tensor dense_ids = ids.contiguous();
+  // The embedding accepts padding rows; a token id there would be a silent data bug. Checked
+  // on the host: device ids come over once.
+  const Tensor dense_ids = ids.device().is_cpu() ? ids.contiguous() : ids.to(Device::cpu());
   const int32_t* id = dense_ids.data<int32_t>();
   for (int64_t i = 0; i < dense_ids.numel(); ++i)
     BRAID_CHECK(id[i] >= 0 && id[i] < config_.vocab_size,
@@ -156,8 +157,9 @@ Tensor Gpt::embed(const Tensor& ids) const {
   std::vector<int32_t> positions(piece);
   std::iota(positions.begin(), positions.end(),
             static_cast<int32_t>(sequence_parallel ? piece * tp_->rank() : 0));
-  return add(wte->forward(ids), embedding(replicated_parameter(tp_.get(), wpe->weight),
-                                          Tensor::from_vector(positions, {piece})));
+  return add(wte->forward(ids),
+             embedding(replicated_parameter(tp_.get(), wpe->weight),
+                       Tensor::from_vector(positions, {piece}, wpe->weight.device())));
 }
 
 Tensor Gpt::forward_chunk(int chunk, const Tensor& x) const {
@@ -215,7 +217,9 @@ Tensor Gpt::window_ids(std::vector<int32_t> window) const {
   // causal attention keeps from influencing it.
   if (tp_ && tp_->sequence_parallel())
     window.resize((window.size() + tp_->size() - 1) / tp_->size() * tp_->size(), 0);
-  return Tensor::from_vector(window, {1, static_cast<int64_t>(window.size())});
+  // On the embedding's device (a pipeline stage without the embeddings only reads the shape).
+  return Tensor::from_vector(window, {1, static_cast<int64_t>(window.size())},
+                             wte ? wte->weight.device() : Device::cpu());
 }
 
 int64_t Gpt::generation_window() const {

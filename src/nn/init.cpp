@@ -12,6 +12,14 @@ void normal_(Tensor& t, uint64_t seed, std::string_view name, float std,
   const ShardSpec spec = shard ? *shard : ShardSpec::whole(t.shape());
   BRAID_CHECK(spec.local_numel() == t.numel(), "shard {} of '{}' does not describe {}", spec.str(),
               name, t.str());
+  if (!t.device().is_cpu()) {
+    // Drawn on the host (the values are a function of the global index, not of the device),
+    // then copied over once.
+    Tensor host = Tensor::empty(t.shape());
+    normal_(host, seed, name, std, spec);
+    t.copy_(host);
+    return;
+  }
   const uint64_t stream = stable_hash(name);
   float* p = t.data<float>();
   const int64_t n = t.numel();

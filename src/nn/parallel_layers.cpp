@@ -65,7 +65,8 @@ Tensor VocabParallelEmbedding::forward(const Tensor& ids) const {
   if (!tp_) return embedding(weight, ids);
   // Ids outside this rank's rows look up row 0 and are masked to zero; the sum over ranks
   // then holds exactly one row per id.
-  const Tensor dense = ids.contiguous();
+  // Built on the host (device ids come over once), then placed on the weight's device.
+  const Tensor dense = ids.device().is_cpu() ? ids.contiguous() : ids.to(Device::cpu());
   const int32_t* id = dense.data<int32_t>();
   const int64_t rows = weight.size(0), n = dense.numel();
   std::vector<int32_t> local(n);
@@ -81,8 +82,9 @@ Tensor VocabParallelEmbedding::forward(const Tensor& ids) const {
   }
   Shape mask_shape = ids.shape();
   mask_shape.push_back(1);
-  const Tensor partial = mul(embedding(weight, Tensor::from_vector(local, ids.shape())),
-                             Tensor::from_vector(mask, mask_shape));
+  const Device device = weight.device();
+  const Tensor partial = mul(embedding(weight, Tensor::from_vector(local, ids.shape(), device)),
+                             Tensor::from_vector(mask, mask_shape, device));
   return exit_tensor_parallel(tp_.get(), partial, partial.dim() - 2);
 }
 

@@ -4,6 +4,7 @@
 #include "braid/autograd/node.h"
 #include "braid/ops/kernel_registry.h"
 #include "braid/ops/kernel_signatures.h"
+#include "braid/ops/op_device.h"
 #include "braid/ops/reduce.h"
 
 namespace braid {
@@ -20,15 +21,14 @@ Tensor broadcast_to(const Tensor& t, const Shape& shape) {
   return t.alias(shape, strides, t.offset());
 }
 
-Tensor binary(BinaryOp op, const Tensor& a, const Tensor& b) {
+Tensor binary(const char* name, BinaryOp op, const Tensor& a, const Tensor& b) {
   BRAID_CHECK(a.dtype() == DType::f32 && b.dtype() == DType::f32,
               "elementwise ops compute in f32; got {} and {}", a.str(), b.str());
-  BRAID_CHECK(a.device() == b.device(), "operands on different devices: {} and {}",
-              a.device().str(), b.device().str());
+  const ops::OpDevice on(name, {{"a", a}, {"b", b}});
   const Shape shape = broadcast_shapes(a.shape(), b.shape());
-  Tensor out = Tensor::empty(shape, DType::f32, a.device());
-  ops::kernel<ops::BinaryKernel>(a.device())(op, broadcast_to(a, shape), broadcast_to(b, shape),
-                                             out);
+  Tensor out = on.empty(shape);
+  ops::kernel<ops::BinaryKernel>(on.device())(op, broadcast_to(a, shape), broadcast_to(b, shape),
+                                              out);
   return out;
 }
 
@@ -48,7 +48,7 @@ Shape broadcast_shapes(const Shape& a, const Shape& b) {
 }
 
 Tensor add(const Tensor& a, const Tensor& b) {
-  Tensor out = binary(BinaryOp::add, a, b);
+  Tensor out = binary("add", BinaryOp::add, a, b);
   if (autograd::needs_grad({&a, &b})) {
     autograd::record("Add", {a, b}, {&out},
                      [sa = a.shape(), sb = b.shape()](const std::vector<Tensor>& g) {
@@ -59,7 +59,7 @@ Tensor add(const Tensor& a, const Tensor& b) {
 }
 
 Tensor sub(const Tensor& a, const Tensor& b) {
-  Tensor out = binary(BinaryOp::sub, a, b);
+  Tensor out = binary("sub", BinaryOp::sub, a, b);
   if (autograd::needs_grad({&a, &b})) {
     autograd::record(
         "Sub", {a, b}, {&out}, [sa = a.shape(), sb = b.shape()](const std::vector<Tensor>& g) {
@@ -70,7 +70,7 @@ Tensor sub(const Tensor& a, const Tensor& b) {
 }
 
 Tensor mul(const Tensor& a, const Tensor& b) {
-  Tensor out = binary(BinaryOp::mul, a, b);
+  Tensor out = binary("mul", BinaryOp::mul, a, b);
   if (autograd::needs_grad({&a, &b})) {
     const bool need_a = a.requires_grad(), need_b = b.requires_grad();
     Tensor saved_a = need_b ? a.detach() : Tensor(), saved_b = need_a ? b.detach() : Tensor();
@@ -102,7 +102,8 @@ void add_(Tensor& a, const Tensor& b) {
               "add_ computes in f32; got {} and {}", a.str(), b.str());
   BRAID_CHECK(broadcast_shapes(a.shape(), b.shape()) == a.shape(),
               "add_: {} does not broadcast into {}", b.str(), a.str());
-  ops::kernel<ops::BinaryKernel>(a.device())(BinaryOp::add, a, broadcast_to(b, a.shape()), a);
+  const ops::OpDevice on("add_", {{"a", a}, {"b", b}});
+  ops::kernel<ops::BinaryKernel>(on.device())(BinaryOp::add, a, broadcast_to(b, a.shape()), a);
 }
 
 void scale_(Tensor& x, float alpha) {

@@ -7,6 +7,7 @@
 #include "braid/autograd/node.h"
 #include "braid/ops/kernel_registry.h"
 #include "braid/ops/kernel_signatures.h"
+#include "braid/ops/op_device.h"
 
 namespace braid {
 
@@ -14,30 +15,34 @@ Tensor embedding(const Tensor& weight, const Tensor& ids) {
   BRAID_CHECK(weight.dtype() == DType::f32 && weight.dim() == 2,
               "embedding weight must be f32 [V, C], got {}", weight.str());
   BRAID_CHECK(ids.dtype() == DType::i32, "embedding ids must be i32, got {}", ids.str());
+  const ops::OpDevice on("embedding", {{"weight", weight}, {"ids", ids}});
   const int64_t c = weight.size(1);
   Tensor flat_ids = ids.detach().contiguous();
   flat_ids = flat_ids.alias({ids.numel()}, {1}, flat_ids.offset());
   Shape out_shape = ids.shape();
   out_shape.push_back(c);
-  const int32_t* id = flat_ids.data<int32_t>();
+  // The ids are checked on the host; a device's come over once, and the backward groups them
+  // from the same host copy.
+  const Tensor host_ids = on.is_cpu() ? flat_ids : flat_ids.to(Device::cpu());
+  const int32_t* id = host_ids.data<int32_t>();
   for (int64_t i = 0; i < flat_ids.numel(); ++i)
     BRAID_CHECK(id[i] >= 0 && id[i] < weight.size(0),
                 "token id {} at position {} is outside the embedding's vocabulary [0, {})", id[i],
                 i, weight.size(0));
-  Tensor out = Tensor::empty(out_shape, DType::f32, weight.device());
+  Tensor out = on.empty(out_shape);
   Tensor out2 = out.alias({ids.numel(), c}, {c, 1}, 0);
   Tensor w = weight.detach().contiguous();
-  ops::kernel<ops::EmbeddingForwardKernel>(weight.device())(w, flat_ids, out2);
+  ops::kernel<ops::EmbeddingForwardKernel>(on.device())(w, flat_ids, out2);
   if (autograd::needs_grad({&weight})) {
     autograd::record("Embedding", {weight}, {&out},
-                     [flat_ids, wshape = weight.shape(), c,
+                     [flat_ids, host_ids, on, wshape = weight.shape(), c,
                       leaf = weight.is_leaf() ? weight : Tensor()](const std::vector<Tensor>& g) {
                        Tensor dy = g[0].contiguous();
                        dy = dy.alias({flat_ids.numel(), c}, {c, 1}, dy.offset());
-                       const auto scatter = ops::kernel<ops::EmbeddingBackwardKernel>(dy.device());
+                       const auto scatter = ops::kernel<ops::EmbeddingBackwardKernel>(on.device());
                        Tensor direct = autograd::direct_grad(leaf);
                        if (!direct.defined()) {
-                         Tensor dw = Tensor::zeros(wshape);
+                         Tensor dw = on.zeros(wshape);
                          scatter(flat_ids, dy, dw);
                          return std::vector<Tensor>{dw};
                        }
@@ -46,7 +51,7 @@ Tensor embedding(const Tensor& weight, const Tensor& ids) {
                        // rows used). The rows of each id are first summed from zero, in token
                        // order, then added once: the same rounding as adding the temporary, so
                        // a gradient is bitwise the same whether .grad existed or not.
-                       const int32_t* id = flat_ids.data<int32_t>();
+                       const int32_t* id = host_ids.data<int32_t>();
                        std::unordered_map<int32_t, int32_t> slot_of;
                        std::vector<int32_t> slots(flat_ids.numel()), used;
                        for (int64_t n = 0; n < flat_ids.numel(); ++n) {
@@ -56,9 +61,10 @@ Tensor embedding(const Tensor& weight, const Tensor& ids) {
                          slots[n] = it->second;
                        }
                        const int64_t rows = static_cast<int64_t>(used.size());
-                       Tensor sums = Tensor::zeros({rows, c});
-                       scatter(Tensor::from_vector(slots, {flat_ids.numel()}), dy, sums);
-                       scatter(Tensor::from_vector(used, {rows}), sums, direct);
+                       Tensor sums = on.zeros({rows, c});
+                       scatter(Tensor::from_vector(slots, {flat_ids.numel()}, on.device()), dy,
+                               sums);
+                       scatter(Tensor::from_vector(used, {rows}, on.device()), sums, direct);
                        return std::vector<Tensor>{Tensor()};
                      });
   }

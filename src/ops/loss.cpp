@@ -5,16 +5,32 @@
 #include "braid/ops/elementwise.h"
 #include "braid/ops/kernel_registry.h"
 #include "braid/ops/kernel_signatures.h"
+#include "braid/ops/op_device.h"
 
 namespace braid {
 namespace {
 
-// The mean of the per-row losses over the counted rows, summed in double.
-double mean_loss(const Tensor& losses, float denom) {
+// The mean of the per-row losses over the counted rows, as a scalar on their device. On the
+// host summed in double; on a device it stays there (sum_to in double, one multiply), so the
+// loss is read back only when the caller asks.
+Tensor mean_loss(const Tensor& losses, float denom) {
+  if (!losses.device().is_cpu()) {
+    Tensor out = Tensor::zeros({}, DType::f32, losses.device());
+    ops::kernel<ops::SumToKernel>(losses.device())(losses, out);
+    scale_(out, 1.0f / denom);
+    return out;
+  }
   double total = 0;
   const float* l = losses.data<float>();
   for (int64_t i = 0; i < losses.numel(); ++i) total += l[i];
-  return total / denom;
+  return Tensor::full({}, static_cast<float>(total / denom));
+}
+
+// d *= g for a scalar gradient g on d's (device) memory, in place: the incoming gradient is
+// applied where it lives instead of being read back to the host.
+void mul_by_scalar_(Tensor& d, const Tensor& g) {
+  ops::kernel<ops::BinaryKernel>(d.device())(ops::BinaryOp::mul, d,
+                                              g.alias(d.shape(), Shape(d.dim(), 0), g.offset()), d);
 }
 
 // reuse_logits: the fused kernel may write the gradient over the logits' memory.
@@ -24,6 +40,7 @@ Tensor cross_entropy_impl(const Tensor& logits, const Tensor& targets, int64_t n
               "cross_entropy logits must be f32, got {}", logits.str());
   BRAID_CHECK(targets.dtype() == DType::i32, "cross_entropy targets must be i32, got {}",
               targets.str());
+  const ops::OpDevice on("cross_entropy", {{"logits", logits}, {"targets", targets}});
   const int64_t vp = logits.size(-1);
   if (num_classes < 0) num_classes = vp;
   BRAID_CHECK(num_classes > 0 && num_classes <= vp,
@@ -36,8 +53,10 @@ Tensor cross_entropy_impl(const Tensor& logits, const Tensor& targets, int64_t n
   lg = lg.alias({rows, vp}, {vp, 1}, lg.offset());
   Tensor tg = targets.detach().contiguous();
   tg = tg.alias({rows}, {1}, tg.offset());
+  // The targets are checked and counted on the host; a device's come over once.
+  const Tensor host_tg = on.is_cpu() ? tg : tg.to(Device::cpu());
   int64_t counted = 0;
-  const int32_t* t = tg.data<int32_t>();
+  const int32_t* t = host_tg.data<int32_t>();
   for (int64_t i = 0; i < rows; ++i) {
     if (t[i] == ignore_index) continue;
     BRAID_CHECK(t[i] >= 0 && t[i] < num_classes,
@@ -47,39 +66,44 @@ Tensor cross_entropy_impl(const Tensor& logits, const Tensor& targets, int64_t n
   }
   // With every target ignored the mean is 0/0; PyTorch returns NaN, we return 0 with no gradient.
   const float denom = counted > 0 ? static_cast<float>(counted) : 1.0f;
-  Tensor losses = Tensor::empty({rows});
+  Tensor losses = on.empty({rows});
   const bool with_grad = autograd::needs_grad({&logits});
   const auto& registry = ops::KernelRegistry::instance();
-  if (with_grad && registry.has(ops::CrossEntropyFusedKernel::kName, logits.device().kind)) {
+  if (with_grad && registry.has(ops::CrossEntropyFusedKernel::kName, on.device().kind)) {
     // The loss is about to be backpropagated (its gradient is almost always 1): the gradient for
     // an incoming 1 is computed now, while each row of logits is read anyway, instead of reading
     // all the logits again in the backward.
-    Tensor dlogits =
-        reuse_logits ? logits.detach() : Tensor::empty(logits.shape(), DType::f32, logits.device());
+    Tensor dlogits = reuse_logits ? logits.detach() : on.empty(logits.shape());
     Tensor d2 = dlogits.alias(lg.shape(), lg.strides(), dlogits.offset());
-    registry.get<ops::CrossEntropyFusedKernel>(logits.device().kind)(
+    registry.get<ops::CrossEntropyFusedKernel>(on.device().kind)(
         lg, tg, num_classes, ignore_index, 1.0f / denom, losses, d2);
-    Tensor out = Tensor::full({}, static_cast<float>(mean_loss(losses, denom)));
+    Tensor out = mean_loss(losses, denom);
     autograd::record("CrossEntropy", {logits}, {&out}, [dlogits](const std::vector<Tensor>& g) {
-      Tensor d = dlogits;
-      const float incoming = g[0].item();
-      if (incoming != 1.0f) scale_(d, incoming);  // the node owns d: scaled in place
+      Tensor d = dlogits;  // the node owns d: scaled in place
+      if (!d.device().is_cpu()) {
+        mul_by_scalar_(d, g[0]);
+      } else if (const float incoming = g[0].item(); incoming != 1.0f) {
+        scale_(d, incoming);
+      }
       return std::vector<Tensor>{d};
     });
     return out;
   }
-  Tensor lse = Tensor::empty({rows});
-  ops::kernel<ops::CrossEntropyForwardKernel>(logits.device())(lg, tg, num_classes, ignore_index,
-                                                               losses, lse);
-  Tensor out = Tensor::full({}, static_cast<float>(mean_loss(losses, denom)));
+  Tensor lse = on.empty({rows});
+  ops::kernel<ops::CrossEntropyForwardKernel>(on.device())(lg, tg, num_classes, ignore_index,
+                                                           losses, lse);
+  Tensor out = mean_loss(losses, denom);
   if (with_grad) {
     autograd::record("CrossEntropy", {logits}, {&out},
-                     [lg, tg, lse, num_classes, ignore_index, denom,
+                     [lg, tg, lse, on, num_classes, ignore_index, denom,
                       shape = logits.shape()](const std::vector<Tensor>& g) {
-                       Tensor dlogits = Tensor::empty(shape);
+                       Tensor dlogits = on.empty(shape);
                        Tensor d2 = dlogits.alias(lg.shape(), lg.strides(), 0);
-                       ops::kernel<ops::CrossEntropyBackwardKernel>(lg.device())(
-                           lg, tg, lse, num_classes, ignore_index, g[0].item() / denom, d2);
+                       // On a device the incoming gradient is applied there, after the kernel.
+                       const float scale = on.is_cpu() ? g[0].item() / denom : 1.0f / denom;
+                       ops::kernel<ops::CrossEntropyBackwardKernel>(on.device())(
+                           lg, tg, lse, num_classes, ignore_index, scale, d2);
+                       if (!on.is_cpu()) mul_by_scalar_(dlogits, g[0]);
                        return std::vector<Tensor>{dlogits};
                      });
   }

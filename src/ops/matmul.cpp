@@ -4,6 +4,7 @@
 #include "braid/autograd/node.h"
 #include "braid/ops/kernel_registry.h"
 #include "braid/ops/kernel_signatures.h"
+#include "braid/ops/op_device.h"
 #include "braid/ops/reduce.h"
 #include "braid/ops/views.h"
 
@@ -82,6 +83,7 @@ void check_float_matrix(const Tensor& t, const char* role) {
 Tensor matmul(const Tensor& a, const Tensor& b) {
   check_float_matrix(a, "left operand");
   check_float_matrix(b, "right operand");
+  (void)ops::OpDevice("matmul", {{"a", a}, {"b", b}});  // gemm() allocates on a's device
   const int64_t m = a.size(-2), k = a.size(-1), n = b.size(-1);
   BRAID_CHECK(b.size(-2) == k, "matmul {} @ {}: inner dimensions {} and {} differ", a.str(),
               b.str(), k, b.size(-2));
@@ -127,10 +129,11 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   if (bias.defined())
     BRAID_CHECK(bias.dim() == 1 && bias.size(0) == out_features, "linear bias must be [{}], got {}",
                 out_features, bias.str());
+  const ops::OpDevice on("linear", {{"input", x}, {"weight", weight}, {"bias", bias}});
   Tensor x2 = reshape(x.detach(), {-1, in});
   Shape out_shape = x.shape();
   out_shape.back() = out_features;
-  Tensor out = Tensor::empty(out_shape, DType::f32, x.device());
+  Tensor out = on.empty(out_shape);
   Tensor out2 = out.alias({x2.size(0), out_features}, {out_features, 1}, 0);
   const auto& registry = ops::KernelRegistry::instance();
   if (bias.defined() && registry.has(ops::LinearBiasKernel::kName, x.device().kind)) {

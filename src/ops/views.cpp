@@ -6,6 +6,7 @@
 
 #include "braid/autograd/node.h"
 #include "braid/ops/elementwise.h"
+#include "braid/ops/op_device.h"
 
 namespace braid {
 namespace {
@@ -125,7 +126,7 @@ Tensor narrow(const Tensor& x, int dim, int64_t start, int64_t length) {
     Shape in_shape = x.shape();
     autograd::record("Narrow", {x}, {&out},
                      [in_shape, d, start, length](const std::vector<Tensor>& g) {
-                       Tensor full = Tensor::zeros(in_shape, g[0].dtype());
+                       Tensor full = Tensor::zeros(in_shape, g[0].dtype(), g[0].device());
                        full.narrow(d, start, length).copy_(g[0]);
                        return std::vector<Tensor>{full};
                      });
@@ -148,6 +149,7 @@ Tensor contiguous(const Tensor& x) {
 
 Tensor cat(const std::vector<Tensor>& xs, int dim) {
   BRAID_CHECK(!xs.empty(), "cat of an empty list");
+  const ops::OpDevice on("cat", xs, "input");
   const int d = xs[0].normalize_dim(dim);
   Shape shape = xs[0].shape();
   std::vector<int64_t> sizes;
@@ -162,7 +164,7 @@ Tensor cat(const std::vector<Tensor>& xs, int dim) {
     total += t.shape()[d];
   }
   shape[d] = total;
-  Tensor out = Tensor::empty(shape, xs[0].dtype());
+  Tensor out = on.empty(shape, xs[0].dtype());
   int64_t at = 0;
   for (const Tensor& t : xs) {
     out.detach().narrow(d, at, t.shape()[d]).copy_(t);

@@ -89,7 +89,9 @@ void AdamW::step(float lr, float grad_scale) {
 Sgd::Sgd(std::vector<ParamEntry> params, float momentum)
     : Optimizer(std::move(params)), momentum_(momentum) {
   for (const auto& e : params_)
-    buffers_.push_back(momentum_ != 0.0f ? Tensor::zeros(e.param.shape()) : Tensor());
+    buffers_.push_back(momentum_ != 0.0f
+                           ? Tensor::zeros(e.param.shape(), DType::f32, e.param.device())
+                           : Tensor());
 }
 
 void Sgd::step(float lr, float grad_scale) {

@@ -26,6 +26,8 @@
 #include "attention/attention.cuh"
 #include "cuda_runtime.cuh"
 #include "elementwise/binary.cuh"
+#include "elementwise/copy.cuh"
+#include "elementwise/fill.cuh"
 #include "elementwise/gelu.cuh"
 #include "embedding/embedding.cuh"
 #include "gemm/gemm.cuh"
@@ -685,7 +687,8 @@ TEST(CudaHost, EveryKernelIsRegistered) {
         "cross_entropy_forward", "cross_entropy_backward", "adamw", "sgd"})
     EXPECT_TRUE(KernelRegistry::instance().has(op, DeviceKind::cuda)) << op;
   // A second list: clang-format lays one of over 20 names out one per line.
-  for (const char* op : {"vocab_shard_max", "vocab_shard_sum_exp", "vocab_shard_backward"})
+  for (const char* op :
+       {"vocab_shard_max", "vocab_shard_sum_exp", "vocab_shard_backward", "copy", "fill"})
     EXPECT_TRUE(KernelRegistry::instance().has(op, DeviceKind::cuda)) << op;
   EXPECT_NO_THROW(device_memory(DeviceKind::cuda));
 }
@@ -731,6 +734,10 @@ TEST(CudaHost, ArgumentChecksRunBeforeAnyLaunch) {
   EXPECT_ERROR_CONTAINS(cuda::layer_norm_backward(x, fake_cuda({8}), mean, rstd, x, dx, dw, db),
                         "dbias must have shape [8]");
   EXPECT_ERROR_CONTAINS(cuda::vocab_shard_max(x, 9, mean), "valid 9 must be in [0, 8]");
+  EXPECT_ERROR_CONTAINS(cuda::copy(x, broadcast_out), "dst f32[4, 8] has a zero stride");
+  EXPECT_ERROR_CONTAINS(cuda::copy(host_x, y84), "src must be on a cuda device");
+  EXPECT_ERROR_CONTAINS(cuda::copy(x, y84), "src must have shape [8, 4]");
+  EXPECT_ERROR_CONTAINS(cuda::fill(1.0f, broadcast_out), "zero stride");
   // Well-formed arguments reach the device guard, which reports the missing device cleanly.
   if (cuda::device_count() == 0) {
     Tensor y = fake_cuda({4, 8});

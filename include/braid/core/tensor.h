@@ -65,9 +65,13 @@ class Tensor {
   // ---- factories -------------------------------------------------------------------------
   static Tensor empty(const Shape& shape, DType dtype = DType::f32, Device device = {});
   static Tensor zeros(const Shape& shape, DType dtype = DType::f32, Device device = {});
-  static Tensor full(const Shape& shape, float value, DType dtype = DType::f32);
-  static Tensor from_vector(const std::vector<float>& values, const Shape& shape);
-  static Tensor from_vector(const std::vector<int32_t>& values, const Shape& shape);
+  static Tensor full(const Shape& shape, float value, DType dtype = DType::f32,
+                     Device device = {});
+  // The values are copied from the host; on a device that is one host-to-device copy.
+  static Tensor from_vector(const std::vector<float>& values, const Shape& shape,
+                            Device device = {});
+  static Tensor from_vector(const std::vector<int32_t>& values, const Shape& shape,
+                            Device device = {});
   // Wraps existing storage (an mmap'ed file, a parent buffer) without copying.
   static Tensor from_storage(StoragePtr storage, const Shape& shape, DType dtype,
                              int64_t offset = 0);
@@ -97,8 +101,10 @@ class Tensor {
                 dtype_name(dtype_of<T>()));
     return static_cast<T*>(data_ptr());
   }
+  // Values read on the host: any dtype, layout and device (a device tensor is copied over
+  // once, which waits for the device work that produces it).
   float item() const;                    // single-element tensor as float
-  std::vector<float> to_vector() const;  // any float dtype, any layout -> dense f32 values
+  std::vector<float> to_vector() const;  // -> dense f32 values in row-major order
 
   // ---- non-differentiable helpers ----------------------------------------------------------
   // A new view of the same storage; no autograd edge. The differentiable views live in
@@ -107,9 +113,12 @@ class Tensor {
   Tensor detach() const;             // same data, no grad history
   Tensor clone() const;              // dense copy, no grad history
   Tensor to(DType dtype) const;      // dense converted copy (same dtype: dense copy)
-  Tensor to(Device device) const;    // dense copy on another device
-  Tensor& copy_(const Tensor& src);  // elementwise copy with dtype conversion; shapes must match
-  Tensor& fill_(float value);
+  Tensor to(Device device) const;    // dense copy on another device (any layout)
+  // Elementwise copy with dtype conversion; shapes must match. Any layouts, dtypes and devices:
+  // within a device its copy kernel runs, between devices dense bytes move (staged through a
+  // dense copy on the side that is strided or of the other dtype).
+  Tensor& copy_(const Tensor& src);
+  Tensor& fill_(float value);  // on a device, its fill kernel
   // Copies this tensor's values into `view` (same shape and dtype) and makes every handle of
   // this tensor use view's memory from then on: how parameters move into flat buffers.
   Tensor& rebind_(const Tensor& view);

@@ -20,6 +20,16 @@ enum class BinaryOp : uint8_t { add, sub, mul, div };
     using Fn = void (*)(__VA_ARGS__);                \
   }
 
+// dst = src element for element (equal shapes, one device), what Tensor::copy_ runs within a
+// device: any strides (src may broadcast through zero strides, dst may not), any two dtypes.
+// One dtype copies bits; i32 <-> i64 converts exactly; everything else goes through f32
+// (bf16/f16 rounded to nearest even, NaN kept quiet). A dense copy of one dtype may overlap
+// (memmove); other overlaps of src and dst are undefined.
+BRAID_KERNEL_SIGNATURE(CopyKernel, "copy", const Tensor& src, Tensor& dst);
+// Every element of out (any layout without zero strides, any dtype) = value, converted to
+// out's dtype as CopyKernel converts an f32.
+BRAID_KERNEL_SIGNATURE(FillKernel, "fill", float value, Tensor& out);
+
 // out = a (op) b, where a and b are already broadcast to out's shape (stride-0 dims allowed).
 BRAID_KERNEL_SIGNATURE(BinaryKernel, "binary", BinaryOp op, const Tensor& a, const Tensor& b,
                        Tensor& out);

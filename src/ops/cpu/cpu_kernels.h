@@ -5,6 +5,10 @@
 
 namespace braid::ops::cpu {
 
+// Tensor::copy_ and fill_ call these two directly for host tensors (no table lookup).
+void copy(const Tensor& src, Tensor& dst);
+void fill(float value, Tensor& out);
+
 void binary(BinaryOp op, const Tensor& a, const Tensor& b, Tensor& out);
 void affine(const Tensor& x, float alpha, float beta, Tensor& out);
 void sum_to(const Tensor& x, Tensor& out);

@@ -6,6 +6,8 @@ namespace braid::ops {
 
 void register_cpu_kernels(KernelRegistry& r) {
   constexpr DeviceKind kCpu = DeviceKind::cpu;
+  r.add<CopyKernel>(kCpu, cpu::copy);
+  r.add<FillKernel>(kCpu, cpu::fill);
   r.add<BinaryKernel>(kCpu, cpu::binary);
   r.add<AffineKernel>(kCpu, cpu::affine);
   r.add<SumToKernel>(kCpu, cpu::sum_to);
