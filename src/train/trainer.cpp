@@ -1,4 +1,5 @@
-// The Trainer loop: micro-batches, clipping, schedule, non-finite handling, validation, logs.
+// The Trainer loop: the strategy's step, clipping, schedule, non-finite handling, validation,
+// logs. Every layout runs the same path; what differs lives in the strategy.
 #include "braid/train/trainer.h"
 
 #include <omp.h>
@@ -17,7 +18,7 @@
 #include "braid/parallel/tensor_parallel.h"
 #include "braid/train/peak_flops.h"
 #include "braid/train/stop_signals.h"
-#include "pipeline_driver.h"
+#include "training_strategy.h"
 
 namespace braid::train {
 
@@ -85,11 +86,12 @@ Trainer::Trainer(TrainConfig config, dist::ProcessGroupPtr world) : config_(std:
     control_ = world->split(everyone, "control");
   }
 
-  if (par.pp() > 1) pipeline_ = std::make_unique<PipelineDriver>(config_, *grid_);
+  // The strategy decides what of the model this rank builds (a pipeline: its stage's part).
+  strategy_ = make_training_strategy(config_);
+  const nn::GptConfig model_config = gpt_config(config_);
   model_ = std::make_unique<nn::Gpt>(
-      gpt_config(config_),
-      parallel::TensorParallelGroup::from_grid(*grid_, par.sequence_parallel()),
-      pipeline_ ? std::optional<nn::GptStagePart>(pipeline_->part()) : std::nullopt);
+      model_config, parallel::TensorParallelGroup::from_grid(*grid_, par.sequence_parallel()),
+      strategy_->model_part(model_config, *grid_));
   model_->init_weights(tr.seed());
   const auto& o = config_.optimizer();
   optimizer_ = optim::make_optimizer(
@@ -99,17 +101,10 @@ Trainer::Trainer(TrainConfig config, dist::ProcessGroupPtr world) : config_(std:
       static_cast<float>(o.momentum()));
   schedule_ = {static_cast<float>(o.lr()), static_cast<float>(o.min_lr()), o.warmup_steps(),
                tr.steps(), o.schedule()};
-  const std::string strategy =
-      par.strategy() == "auto" ? (par.dp() > 1 ? "ddp" : "none") : par.strategy();
-  strategy_ = parallel::make_strategy(
-      strategy,
-      parallel::StrategyOptions(par.strategy_options().begin(), par.strategy_options().end()));
-  std::vector<parallel::SharedParameter> shared;
-  if (pipeline_) shared = pipeline_->shared_parameters(*model_);
-  strategy_->share_parameters(shared);
   strategy_->setup(*model_, *optimizer_, *grid_);
   for (const auto& [name, p] : model_->named_parameters()) {
-    const parallel::SharedParameter* copy = parallel::find_shared(shared, p);
+    const parallel::SharedParameter* copy =
+        parallel::find_shared(strategy_->shared_parameters(), p);
     if (copy && !copy->counted) not_saved_here_.insert(name);
   }
 
@@ -171,32 +166,13 @@ StepMetrics Trainer::train_step() {
   const auto t0 = std::chrono::steady_clock::now();
   reset_host_peak();
   optimizer_->zero_grad();
-  const int accum = tr.grad_accum_steps();
-  double loss_sum = 0;
-  int64_t tokens = 0;
-  if (pipeline_) {
-    data::Batch batch = batch_source_();
-    tokens = batch.inputs.numel();
-    // Step 2 (index 1) is traced: step 1 still allocates and warms caches.
-    const std::string trace = step_ == 1 ? config_.parallel().pipeline_trace() : "";
-    loss_sum = pipeline_->train(*model_, *strategy_, batch, trace);
-  } else {
-    const Tensor micro_scale = Tensor::full({}, 1.0f / static_cast<float>(accum));
-    for (int micro = 0; micro < accum; ++micro) {
-      data::Batch batch = batch_source_();
-      Tensor loss = model_->loss(batch.inputs, batch.targets);
-      loss_sum += loss.item();
-      tokens += batch.inputs.numel();
-      strategy_->begin_backward(micro == accum - 1);
-      loss.backward(micro_scale);  // the step's gradient is the mean over micro-batches
-    }
-    loss_sum /= accum;
-  }
+  const parallel::StepLoss pass =
+      strategy_->forward_backward(*model_, {batch_source_, tr.grad_accum_steps(), step_});
   strategy_->finish_backward();
   StepMetrics m;
   m.step = step_;
-  m.loss = static_cast<float>(strategy_->reduce_metric(loss_sum));
-  tokens *= grid_->size("dp");
+  m.loss = static_cast<float>(strategy_->reduce_metric(pass.loss));
+  const int64_t tokens = pass.tokens * grid_->size("dp");
   m.lr = schedule_.at(step_);
   const optim::ClipResult clip =
       strategy_->clip(static_cast<float>(config_.optimizer().grad_clip()));
@@ -245,8 +221,7 @@ float Trainer::evaluate() {
   double total = 0;
   for (int64_t i = 0; i < batches; ++i) {
     data::Batch batch = val_sampler_->next();
-    total += pipeline_ ? pipeline_->evaluate(*model_, batch)
-                       : model_->loss(batch.inputs, batch.targets).item();
+    total += strategy_->eval_loss(*model_, batch);
   }
   return static_cast<float>(
       strategy_->reduce_metric(total / static_cast<double>(std::max<int64_t>(batches, 1))));
@@ -296,8 +271,7 @@ std::string Trainer::sample(const std::string& prompt) {
   options.top_k = s.top_k();
   options.seed = config_.training().seed();
   std::vector<int32_t> ids = tokenizer_->encode(prompt.empty() ? "\n" : prompt);
-  return tokenizer_->decode(pipeline_ ? pipeline_->generate(*model_, ids, options)
-                                      : model_->generate(ids, options));
+  return tokenizer_->decode(strategy_->generate(*model_, std::move(ids), options));
 }
 
 int Trainer::stop_requested() {

@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "braid/core/tensor.h"
+#include "braid/data/batch.h"
 #include "braid/data/token_dataset.h"
 
 namespace braid::data {
@@ -44,11 +45,6 @@ struct SamplerState {
   uint64_t epoch = 0;
   uint64_t position = 0;  // windows of this epoch already consumed by all ranks together
   bool operator==(const SamplerState&) const = default;
-};
-
-struct Batch {
-  Tensor inputs;   // i32 [B, T]
-  Tensor targets;  // i32 [B, T], inputs shifted left by one token
 };
 
 // A window: `seq_len + 1` tokens of shard `shard` starting at token `start`.

@@ -1,16 +1,28 @@
 // parallel::Strategy: the seam through which a parallel scheme plugs into training.
 //
-// The Trainer calls these hooks around every step; a strategy implements the ones it needs.
-// Data parallelism and ZeRO-1 are strategies; so can be anything registered from outside the
-// library with register_strategy (examples/custom_strategy shows one).
+// The Trainer runs every layout through these hooks and never branches on a strategy: a
+// strategy implements the ones it needs. Data parallelism and ZeRO-1 are strategies, the
+// pipeline runtime is one (wrapping the data-parallel one, strategy_wrapper.h), and so can be
+// anything registered from outside the library with register_strategy (examples/custom_strategy
+// shows two: one that changes the update, one that changes the step loop).
 //
+//   model_part(config, grid)             once, before the model is built: what this rank holds
 //   setup(model, optimizer, grid)        once, after the model is initialised
-//   begin_backward(last_micro_step)      before each micro-batch's backward
-//   on_grad_ready(param)                 from the autograd hook, per parameter per backward
-//   finish_backward()                    after the last micro-batch (wait for communication)
+//   forward_backward(model, batches)     the step: forward + backward of its micro-batches,
+//                                        calling begin_backward before each backward
+//     begin_backward(last_micro_step)    before each micro-batch's backward
+//     on_grad_ready(param)               from the autograd hook, per parameter per backward
+//   finish_backward()                    after the step's backwards (wait for communication)
 //   clip(max_norm)                       the global gradient norm and clip coefficient
 //   step(lr, grad_scale)                 the optimizer update (ZeRO-1 owns it)
 //   reduce_metric(value)                 a per-rank scalar made global (loss for logging)
+//   eval_loss(model, batch)              one validation batch's loss (forward only)
+//   generate(model, prompt, options)     sampling
+//
+// Collective ordering: every rank of the world calls model_part, setup, forward_backward,
+// finish_backward, clip, step, reduce_metric and eval_loss in the same order, so the
+// collectives a strategy issues from them (over any of the grid's groups) line up. generate is
+// called by the ranks of the first model replica only (Trainer::samples_here).
 #pragma once
 
 #include <functional>
@@ -19,7 +31,9 @@
 #include <string>
 #include <vector>
 
+#include "braid/data/batch.h"
 #include "braid/dist/parallel_grid.h"
+#include "braid/nn/gpt.h"
 #include "braid/nn/module.h"
 #include "braid/optim/optimizer.h"
 #include "braid/optim/owned_state.h"
@@ -44,16 +58,58 @@ struct SharedParameter {
 // The entry of `shared` holding `param`, or null.
 const SharedParameter* find_shared(const std::vector<SharedParameter>& shared, const Tensor& param);
 
+// One optimizer step's data, as the Trainer hands it to Strategy::forward_backward.
+struct StepBatches {
+  // This rank's next batch (training.batch_size sequences); each call consumes one.
+  std::function<data::Batch()> next;
+  // Batches the step accumulates (training.grad_accum_steps; 1 under a pipeline, which cuts its
+  // one batch into parallel.micro_batches).
+  int accumulate = 1;
+  // The step's index, counted from 0 over the whole run (resumed runs continue the count).
+  int64_t step = 0;
+};
+
+// What one step's forward and backward report to the Trainer.
+struct StepLoss {
+  double loss = 0;     // this rank's mean loss of the step, before reduce_metric
+  int64_t tokens = 0;  // input tokens this rank consumed
+};
+
 class Strategy {
  public:
   virtual ~Strategy() = default;
   virtual std::string name() const = 0;
 
-  // Called before setup by whoever splits the model (the Trainer under pipeline parallelism).
-  void share_parameters(std::vector<SharedParameter> shared) { shared_ = std::move(shared); }
+  // Before the model is built: the part of the GPT this rank builds and holds (its blocks,
+  // embeddings, head). Called once, before setup. Default: the whole model. A pipeline places
+  // its stage here.
+  virtual nn::GptStagePart model_part(const nn::GptConfig& config, const dist::ParallelGrid& grid);
+  // The parameters this rank holds as copies another rank holds too; called before setup by
+  // the strategy that split the model (a pipeline, for the strategy it wraps).
+  virtual void share_parameters(std::vector<SharedParameter> shared) {
+    shared_ = std::move(shared);
+  }
+  // What share_parameters gave (the Trainer leaves the copies not counted out of checkpoints).
+  virtual const std::vector<SharedParameter>& shared_parameters() const { return shared_; }
 
   virtual void setup(nn::Module& model, optim::Optimizer& optimizer,
                      const dist::ParallelGrid& grid);
+
+  // One optimizer step's forward and backward, after the Trainer zeroed the gradients and
+  // before it calls finish_backward: takes the step's batches from `batches` and leaves their
+  // gradients in the parameters (or wherever the strategy's hooks put them), calling
+  // begin_backward(last) before every backward, `last` true for this rank's final one.
+  // Default: gradient accumulation over `batches.accumulate` whole-model micro-batches, each
+  // loss back-propagated times 1 / accumulate (the step's gradient is their mean). A strategy
+  // that changes the step loop overrides this (examples/custom_strategy/token_mean.h).
+  virtual StepLoss forward_backward(const nn::Gpt& model, const StepBatches& batches);
+  // The mean loss of one validation batch, forward only, before reduce_metric; the Trainer
+  // disables gradients around it. Default: the whole model's loss.
+  virtual double eval_loss(const nn::Gpt& model, const data::Batch& batch);
+  // Continues `prompt` (no history recorded). Default: the whole model's generate.
+  virtual std::vector<int32_t> generate(const nn::Gpt& model, std::vector<int32_t> prompt,
+                                        const nn::SampleOptions& options);
+
   virtual void begin_backward(bool last_micro_step) {}
   virtual void on_grad_ready(Tensor& param) {}
   // Default: sums the shared parameters' gradients (sum_shared_gradients).

@@ -1,7 +1,9 @@
-// Trainer: the single-process training loop over a config (model, data, optimizer, schedule).
+// Trainer: the training loop over a config (model, data, optimizer, schedule), in any layout.
 //
-// One optimizer step = grad_accum_steps micro-batches, global-norm clipping fused into the
-// update, periodic validation and sampling, a metrics line per log_every steps.
+// One optimizer step = the strategy's forward and backward over the step's micro-batches
+// (parallel::Strategy::forward_backward: gradient accumulation, or a pipeline's schedule),
+// global-norm clipping fused into the update, periodic validation and sampling, a metrics line
+// per log_every steps. The Trainer never branches on the layout: the strategy owns the step.
 #pragma once
 
 #include <functional>
@@ -28,8 +30,6 @@ nn::GptConfig gpt_config(const TrainConfig& config);
 
 // Loads the tokenizer named by data.tokenizer ("gpt2" from data.vocab_dir, or "byte").
 std::unique_ptr<data::Tokenizer> load_tokenizer(const TrainConfig& config);
-
-class PipelineDriver;
 
 class Trainer {
  public:
@@ -85,7 +85,8 @@ class Trainer {
   const std::vector<std::pair<int64_t, float>>& val_history() const { return val_history_; }
   int64_t step() const { return step_; }
 
-  // Replaces the training batches (tests and custom data): called once per micro-batch.
+  // Replaces the training batches (tests and custom data): called for every batch a step
+  // consumes (grad_accum_steps of them; one under a pipeline, cut into its micro-batches).
   void set_batch_source(std::function<data::Batch()> source) { batch_source_ = std::move(source); }
   // The current source (by default the training sampler's next batch), for a source that wraps it.
   const std::function<data::Batch()>& batch_source() const { return batch_source_; }
@@ -98,7 +99,6 @@ class Trainer {
   std::unique_ptr<nn::Gpt> model_;
   std::unique_ptr<optim::Optimizer> optimizer_;
   std::unique_ptr<parallel::Strategy> strategy_;
-  std::unique_ptr<PipelineDriver> pipeline_;          // pp > 1
   std::unique_ptr<ckpt::Checkpointer> checkpointer_;  // checkpoint.dir set
   std::set<std::string> not_saved_here_;              // shared copies another rank writes
   optim::LrSchedule schedule_;

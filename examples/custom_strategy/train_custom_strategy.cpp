@@ -1,8 +1,12 @@
-// pretrain_gpt with one more strategy: registers local SGD (defined in this folder, outside
-// the library) and trains with whatever the config selects.
-//   mpirun -np 2 train_local_sgd --config examples/gpt/configs/tiny.textproto \
+// pretrain_gpt with two more strategies, defined in this folder outside the library: local SGD
+// (changes the update) and token_mean (changes the step loop); trains with whatever the
+// config selects.
+//   mpirun -np 2 train_custom_strategy --config examples/gpt/configs/tiny.textproto \
 //       --set parallel.dp=2 --set parallel.strategy=local_sgd \
 //       --set parallel.strategy_options.period=8
+//   mpirun -np 2 train_custom_strategy --config examples/gpt/configs/tiny.textproto \
+//       --set parallel.dp=2 --set parallel.strategy=token_mean \
+//       --set parallel.strategy_options.over=zero1 --set training.grad_accum_steps=4
 #include <cstdio>
 #include <optional>
 #include <string>
@@ -14,22 +18,25 @@
 #include "braid/train/stop_signals.h"
 #include "braid/train/trainer.h"
 #include "local_sgd.h"
+#include "token_mean.h"
 
 namespace {
 
 const braid::Usage kUsage{
-    .program = "train_local_sgd",
+    .program = "train_custom_strategy",
     .synopsis = "--config FILE [--steps N] [--set FIELD=VALUE]...",
     .summary =
-        "pretrain_gpt's training with one more strategy, local SGD (parallel.strategy: "
-        "\"local_sgd\",\nits period in parallel.strategy_options.period), defined "
-        "outside the library.",
+        "pretrain_gpt's training with two more strategies defined outside the library "
+        "(parallel.strategy):\n\"local_sgd\" (parameters averaged every "
+        "parallel.strategy_options.period steps) and\n\"token_mean\" (micro-batches weighted "
+        "by their counted targets, over the strategy in\nparallel.strategy_options.over, "
+        "default ddp).",
     .flags = {{"--config", "FILE", "training config (protobuf text)", true},
               {"--steps", "N", "train N steps (shorthand for --set training.steps=N)"},
               {"--set", "FIELD=VALUE",
                "override one config field, e.g. model.n_layer=2; repeatable"}},
     .example =
-        "mpirun -np 2 train_local_sgd --config examples/gpt/configs/tiny.textproto "
+        "mpirun -np 2 train_custom_strategy --config examples/gpt/configs/tiny.textproto "
         "--set parallel.dp=2 --set parallel.strategy=local_sgd "
         "--set parallel.strategy_options.period=8",
     .notes =
@@ -46,6 +53,7 @@ int main(int argc, char** argv) {
   try {
     env = &braid::dist::init(&argc, &argv);
     local_sgd::register_local_sgd();
+    token_mean::register_token_mean();
     braid::train::Trainer trainer(
         braid::train::config_from_args(std::vector<std::string>(argv + 1, argv + argc)),
         env->world());
@@ -53,11 +61,11 @@ int main(int argc, char** argv) {
     braid::dist::finalize();
     return trainer.stopped_by() != 0 ? braid::train::kExitStoppedBySignal : 0;
   } catch (const braid::ckpt::DirectoryInUse& e) {
-    std::fprintf(stderr, "train_local_sgd: error: %s\n", e.what());
+    std::fprintf(stderr, "train_custom_strategy: error: %s\n", e.what());
     braid::dist::finalize();
     return braid::kUsageExitCode;
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "train_local_sgd: error: %s\n", e.what());
+    std::fprintf(stderr, "train_custom_strategy: error: %s\n", e.what());
     if (env && env->world_size() > 1) braid::dist::abort_job(1);
     return 1;
   }
