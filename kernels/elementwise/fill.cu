@@ -47,30 +47,10 @@ void launch_fill(void* out, const StridedLayout& layout, uint64_t bits, cudaStre
   BRAID_CUDA_CHECK_LAUNCH();
 }
 
-// value as an element of dtype t, in the low bytes: the CPU kernel's store_from_float.
+// value as an element of dtype t, in the low bytes (little-endian): the CPU kernel's conversion.
 uint64_t element_bits(float value, DType t) {
   uint64_t bits = 0;
-  auto put = [&bits](auto v) { std::memcpy(&bits, &v, sizeof(v)); };
-  switch (t) {
-    case DType::f32:
-      put(value);
-      break;
-    case DType::bf16:
-      put(f32_to_bf16(value));
-      break;
-    case DType::f16:
-      put(f32_to_f16(value));
-      break;
-    case DType::i32:
-      put(static_cast<int32_t>(value));
-      break;
-    case DType::i64:
-      put(static_cast<int64_t>(value));
-      break;
-    case DType::u8:
-      put(static_cast<uint8_t>(value));
-      break;
-  }
+  store_from_float(&bits, 0, t, value);
   return bits;
 }
 

@@ -6,7 +6,6 @@
 
 #include "core/strided.h"
 #include "ops/cpu/cpu_kernels.h"
-#include "ops/cpu/dtype_convert.h"
 
 namespace braid::ops::cpu {
 namespace {

@@ -7,7 +7,6 @@
 #include <cstdint>
 
 #include "ops/cpu/cpu_kernels.h"
-#include "ops/cpu/dtype_convert.h"
 
 namespace braid::ops::cpu {
 namespace {
