@@ -16,7 +16,9 @@
 #include "norm/layer_norm.cuh"
 #include "norm/softmax.cuh"
 #include "optim/adamw.cuh"
+#include "optim/grad_norm.cuh"
 #include "optim/sgd.cuh"
+#include "pinned_memory.h"
 
 namespace braid::ops {
 
@@ -25,6 +27,7 @@ namespace braid::ops {
 void register_cuda_kernels(KernelRegistry& r) {
   constexpr DeviceKind kCuda = DeviceKind::cuda;
   cuda::register_device_memory_ops();
+  cuda::register_pinned_memory_ops();
   r.add<CopyKernel>(kCuda, &cuda::copy);
   r.add<FillKernel>(kCuda, &cuda::fill);
   r.add<BinaryKernel>(kCuda, &cuda::binary);
@@ -50,6 +53,9 @@ void register_cuda_kernels(KernelRegistry& r) {
   r.add<AdamWKernel>(kCuda, &cuda::adamw);
   r.add<AdamWGroupKernel>(kCuda, &cuda::adamw_group);
   r.add<SgdKernel>(kCuda, &cuda::sgd);
+  r.add<GradNormKernel>(kCuda, &cuda::grad_norm);
+  r.add<StepVerdictKernel>(kCuda, &cuda::step_verdict);
+  r.add<AdamWGroupDeviceKernel>(kCuda, &cuda::adamw_group_device);
 }
 
 }  // namespace braid::ops

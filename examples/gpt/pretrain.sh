@@ -6,7 +6,8 @@
 # --sequence-parallel also shards LayerNorm and residual activations along the sequence;
 # --pp P pipelines the blocks over P of them (dp = ranks / (tp x pp)), with
 # --virtual-stages V (interleaved 1F1B), --micro-batches M and --schedule NAME.
-#   examples/gpt/pretrain.sh [--ranks N] [--tp T] [--sequence-parallel] [--pp P]
+# --device cuda trains on the GPU (training.device=cuda; one process, so --ranks defaults to 1).
+#   examples/gpt/pretrain.sh [--device cpu|cuda] [--ranks N] [--tp T] [--sequence-parallel] [--pp P]
 #                            [--virtual-stages V] [--micro-batches M] [--schedule NAME]
 #                            [--config FILE] [--steps N] [--set field=value ...] [--fresh]
 # The configs checkpoint into out/ckpt/<name>/ and a rerun resumes from the newest checkpoint
@@ -25,6 +26,8 @@ BRAID_BUILD_DIR="$build" "$root/examples/gpt/prepare_data.sh"
 
 config="$root/examples/gpt/configs/tiny.textproto"
 ranks=2
+ranks_given=0
+device=cpu
 tp=1
 pp=1
 args=()
@@ -32,8 +35,10 @@ while [ $# -gt 0 ]; do
   case "$1" in
     --config) config=$2; shift 2 ;;
     --config=*) config=${1#--config=}; shift ;;
-    --ranks) ranks=$2; shift 2 ;;
-    --ranks=*) ranks=${1#--ranks=}; shift ;;
+    --ranks) ranks=$2; ranks_given=1; shift 2 ;;
+    --ranks=*) ranks=${1#--ranks=}; ranks_given=1; shift ;;
+    --device) device=$2; shift 2 ;;
+    --device=*) device=${1#--device=}; shift ;;
     --tp) tp=$2; shift 2 ;;
     --tp=*) tp=${1#--tp=}; shift ;;
     --sequence-parallel) args+=(--set parallel.sequence_parallel=true); shift ;;
@@ -45,6 +50,11 @@ while [ $# -gt 0 ]; do
     *) args+=("$1"); shift ;;
   esac
 done
+case "$device" in
+  cpu) ;;
+  cuda) args+=(--set training.device=cuda); [ "$ranks_given" -eq 1 ] || ranks=1 ;;
+  *) echo "pretrain.sh: --device needs cpu or cuda, got '$device'" >&2; exit 2 ;;
+esac
 [[ "$ranks" =~ ^[1-9][0-9]*$ ]] || { echo "pretrain.sh: --ranks needs a positive number, got '$ranks'" >&2; exit 2; }
 [[ "$tp" =~ ^[1-9][0-9]*$ ]] || { echo "pretrain.sh: --tp needs a positive number, got '$tp'" >&2; exit 2; }
 [[ "$pp" =~ ^[1-9][0-9]*$ ]] || { echo "pretrain.sh: --pp needs a positive number, got '$pp'" >&2; exit 2; }

@@ -28,4 +28,9 @@ void adamw(Tensor& param, const Tensor& grad, Tensor& exp_avg, Tensor& exp_avg_s
 // so the CPU kernel's reason for grouping (a barrier per tensor) does not arise here.
 void adamw_group(std::span<const ops::AdamWUpdate> updates, float grad_scale);
 
+// AdamWGroupDeviceKernel: one launch per 24 updates, the scale, skip flag and skip count read
+// from device memory, so the host neither waits for the clip nor for the verdict.
+void adamw_group_device(std::span<const ops::AdamWUpdate> updates, const Tensor& record,
+                        const Tensor& state, const Tensor& bias, int64_t skip_base);
+
 }  // namespace braid::cuda

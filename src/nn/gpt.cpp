@@ -4,13 +4,16 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <mutex>
 #include <numeric>
+#include <tuple>
 
 #include "braid/autograd/engine.h"
 #include "braid/autograd/grad_mode.h"
 #include "braid/core/generator.h"
 #include "braid/nn/init.h"
 #include "braid/ops.h"
+#include "braid/ops/host_checked.h"
 
 namespace braid::nn {
 
@@ -124,6 +127,31 @@ void Gpt::init_weights(uint64_t seed) {
   }
 }
 
+namespace {
+
+// Position ids [first, first + n) on `device`. On a device made once per (device, first, n) and
+// marked as checked on the host: a fresh host-to-device copy every step would wait for the
+// device, and reading them back for the embedding's check would wait again.
+Tensor position_ids(int64_t first, int64_t n, Device device) {
+  std::vector<int32_t> positions(n);
+  if (device.is_cpu()) {
+    std::iota(positions.begin(), positions.end(), static_cast<int32_t>(first));
+    return Tensor::from_vector(positions, {n}, device);
+  }
+  using Key = std::tuple<int, int, int64_t, int64_t>;
+  static std::mutex mutex;
+  static auto* cache = new std::map<Key, Tensor>();  // never freed: a few tiny tensors
+  std::lock_guard<std::mutex> lock(mutex);
+  const Key key{static_cast<int>(device.kind), device.index, first, n};
+  if (auto it = cache->find(key); it != cache->end()) return it->second;
+  std::iota(positions.begin(), positions.end(), static_cast<int32_t>(first));
+  Tensor t = Tensor::from_vector(positions, {n}, device);
+  ops::mark_host_checked(t, {static_cast<int32_t>(first), static_cast<int32_t>(first + n - 1), 0});
+  return cache->emplace(key, t).first->second;
+}
+
+}  // namespace
+
 void Gpt::check_ids(const Tensor& ids) const {
   BRAID_CHECK(ids.dim() == 2 && ids.dtype() == DType::i32,
               "GPT input ids must be i32 [B, T], got {}", ids.str());
@@ -132,13 +160,22 @@ void Gpt::check_ids(const Tensor& ids) const {
               "sequence of {} tokens is longer than the model's {} positions (model.block_size)", t,
               config_.block_size);
   // The embedding accepts padding rows; a token id there would be a silent data bug. Checked
-  // on the host: device ids come over once.
-  const Tensor dense_ids = ids.device().is_cpu() ? ids.contiguous() : ids.to(Device::cpu());
-  const int32_t* id = dense_ids.data<int32_t>();
-  for (int64_t i = 0; i < dense_ids.numel(); ++i)
-    BRAID_CHECK(id[i] >= 0 && id[i] < config_.vocab_size,
-                "token id {} at position {} is outside the vocabulary [0, {})", id[i], i,
-                config_.vocab_size);
+  // on the host: device ids come over once, unless the host checked them before copying them.
+  const std::optional<ops::HostCheckedIds> known =
+      ids.device().is_cpu() ? std::nullopt : ops::host_checked(ids);
+  if (known) {
+    BRAID_CHECK(known->minus_ones == 0 && (known->max < known->min ||
+                                           (known->min >= 0 && known->max < config_.vocab_size)),
+                "token ids in [{}, {}] (and {} of -1) are outside the vocabulary [0, {})",
+                known->min, known->max, known->minus_ones, config_.vocab_size);
+  } else {
+    const Tensor dense_ids = ids.device().is_cpu() ? ids.contiguous() : ids.to(Device::cpu());
+    const int32_t* id = dense_ids.data<int32_t>();
+    for (int64_t i = 0; i < dense_ids.numel(); ++i)
+      BRAID_CHECK(id[i] >= 0 && id[i] < config_.vocab_size,
+                  "token id {} at position {} is outside the vocabulary [0, {})", id[i], i,
+                  config_.vocab_size);
+  }
   if (tp_ && tp_->sequence_parallel())
     BRAID_CHECK(t % tp_->size() == 0,
                 "sequence of {} tokens does not split over tp={} under sequence parallelism; "
@@ -154,12 +191,9 @@ Tensor Gpt::embed(const Tensor& ids) const {
   const bool sequence_parallel = tp_ && tp_->sequence_parallel();
   const int64_t t = ids.size(1);
   const int64_t piece = sequence_parallel ? t / tp_->size() : t;
-  std::vector<int32_t> positions(piece);
-  std::iota(positions.begin(), positions.end(),
-            static_cast<int32_t>(sequence_parallel ? piece * tp_->rank() : 0));
-  return add(wte->forward(ids),
-             embedding(replicated_parameter(tp_.get(), wpe->weight),
-                       Tensor::from_vector(positions, {piece}, wpe->weight.device())));
+  const int64_t first = sequence_parallel ? piece * tp_->rank() : 0;
+  return add(wte->forward(ids), embedding(replicated_parameter(tp_.get(), wpe->weight),
+                                          position_ids(first, piece, wpe->weight.device())));
 }
 
 Tensor Gpt::forward_chunk(int chunk, const Tensor& x) const {

@@ -86,6 +86,17 @@ void Module::load_state_dict(const std::map<std::string, Tensor>& state, bool st
   }
 }
 
+void Module::to(Device device) {
+  autograd::NoGradGuard no_grad;
+  for (auto& [name, param] : named_parameters()) {
+    if (param.device() != device)
+      param.rebind_(Tensor::empty(param.shape(), param.dtype(), device));
+    Tensor grad = param.grad();
+    if (grad.defined() && grad.device() != device)
+      grad.rebind_(Tensor::empty(grad.shape(), grad.dtype(), device));
+  }
+}
+
 void Module::zero_grad() {
   for (auto& [name, t] : named_parameters()) autograd::zero_grad(t);
 }

@@ -3,6 +3,7 @@
 
 #include "braid/autograd/node.h"
 #include "braid/ops/elementwise.h"
+#include "braid/ops/host_checked.h"
 #include "braid/ops/kernel_registry.h"
 #include "braid/ops/kernel_signatures.h"
 #include "braid/ops/op_device.h"
@@ -30,7 +31,7 @@ Tensor mean_loss(const Tensor& losses, float denom) {
 // applied where it lives instead of being read back to the host.
 void mul_by_scalar_(Tensor& d, const Tensor& g) {
   ops::kernel<ops::BinaryKernel>(d.device())(ops::BinaryOp::mul, d,
-                                              g.alias(d.shape(), Shape(d.dim(), 0), g.offset()), d);
+                                             g.alias(d.shape(), Shape(d.dim(), 0), g.offset()), d);
 }
 
 // reuse_logits: the fused kernel may write the gradient over the logits' memory.
@@ -53,16 +54,26 @@ Tensor cross_entropy_impl(const Tensor& logits, const Tensor& targets, int64_t n
   lg = lg.alias({rows, vp}, {vp, 1}, lg.offset());
   Tensor tg = targets.detach().contiguous();
   tg = tg.alias({rows}, {1}, tg.offset());
-  // The targets are checked and counted on the host; a device's come over once.
-  const Tensor host_tg = on.is_cpu() ? tg : tg.to(Device::cpu());
+  // The targets are checked and counted on the host; a device's come over once, unless the host
+  // checked them before copying them there (host_checked.h, which counts the -1s).
+  const std::optional<ops::HostCheckedIds> known =
+      on.is_cpu() || ignore_index != -1 ? std::nullopt : ops::host_checked(tg);
   int64_t counted = 0;
-  const int32_t* t = host_tg.data<int32_t>();
-  for (int64_t i = 0; i < rows; ++i) {
-    if (t[i] == ignore_index) continue;
-    BRAID_CHECK(t[i] >= 0 && t[i] < num_classes,
-                "cross_entropy target {} at position {} is outside [0, {}) (ignore_index is {})",
-                t[i], i, num_classes, ignore_index);
-    ++counted;
+  if (known) {
+    BRAID_CHECK(known->max < known->min || (known->min >= 0 && known->max < num_classes),
+                "cross_entropy targets in [{}, {}] are outside [0, {}) (ignore_index is {})",
+                known->min, known->max, num_classes, ignore_index);
+    counted = rows - known->minus_ones;
+  } else {
+    const Tensor host_tg = on.is_cpu() ? tg : tg.to(Device::cpu());
+    const int32_t* t = host_tg.data<int32_t>();
+    for (int64_t i = 0; i < rows; ++i) {
+      if (t[i] == ignore_index) continue;
+      BRAID_CHECK(t[i] >= 0 && t[i] < num_classes,
+                  "cross_entropy target {} at position {} is outside [0, {}) (ignore_index is {})",
+                  t[i], i, num_classes, ignore_index);
+      ++counted;
+    }
   }
   // With every target ignored the mean is 0/0; PyTorch returns NaN, we return 0 with no gradient.
   const float denom = counted > 0 ? static_cast<float>(counted) : 1.0f;
@@ -75,8 +86,8 @@ Tensor cross_entropy_impl(const Tensor& logits, const Tensor& targets, int64_t n
     // all the logits again in the backward.
     Tensor dlogits = reuse_logits ? logits.detach() : on.empty(logits.shape());
     Tensor d2 = dlogits.alias(lg.shape(), lg.strides(), dlogits.offset());
-    registry.get<ops::CrossEntropyFusedKernel>(on.device().kind)(
-        lg, tg, num_classes, ignore_index, 1.0f / denom, losses, d2);
+    registry.get<ops::CrossEntropyFusedKernel>(on.device().kind)(lg, tg, num_classes, ignore_index,
+                                                                 1.0f / denom, losses, d2);
     Tensor out = mean_loss(losses, denom);
     autograd::record("CrossEntropy", {logits}, {&out}, [dlogits](const std::vector<Tensor>& g) {
       Tensor d = dlogits;  // the node owns d: scaled in place

@@ -1,6 +1,10 @@
 // AdamW and SGD: state allocation and per-parameter dispatch to the update kernels.
 #include "braid/optim/optimizer.h"
 
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
 #include "braid/autograd/grad_mode.h"
 #include "braid/autograd/node.h"
 #include "braid/ops/kernel_registry.h"
@@ -37,6 +41,51 @@ void Optimizer::restore_steps(int64_t steps_taken, const std::vector<int64_t>& p
               param_steps.size(), params_.size());
   step_ = steps_taken;
   param_steps_ = param_steps;
+}
+
+void Optimizer::set_device_step(Tensor record, Tensor state) {
+  BRAID_CHECK(record.defined() == state.defined(),
+              "set_device_step needs both the record and the state, or neither");
+  if (record.defined())
+    BRAID_CHECK(record.numel() == ops::kStepRecord && state.numel() == ops::kStepState &&
+                    record.device() == state.device() && record.dtype() == DType::f32 &&
+                    state.dtype() == DType::f32,
+                "set_device_step: record {} on {} and state {} on {} must be f32[{}] and f32[{}] "
+                "on one device",
+                record.str(), record.device().str(), state.str(), state.device().str(),
+                ops::kStepRecord, ops::kStepState);
+  if (!state.same(device_state_)) device_skips_counted_ = 0;
+  device_record_ = std::move(record);
+  device_state_ = std::move(state);
+}
+
+void Optimizer::count_device_skips(int64_t skipped_total) {
+  const int64_t fresh = skipped_total - device_skips_counted_;
+  BRAID_CHECK(fresh >= 0 && fresh <= step_,
+              "count_device_skips: {} skips reported after {} were counted, in {} steps",
+              skipped_total, device_skips_counted_, step_);
+  step_ -= fresh;
+  for (int64_t& s : param_steps_) s = std::max<int64_t>(s - fresh, 0);
+  device_skips_counted_ = skipped_total;
+}
+
+const Tensor& AdamW::bias_table(Device device, int64_t steps) {
+  const int64_t have = bias_table_.defined() ? bias_table_.numel() / 2 : 0;
+  if (have >= steps && bias_table_.device() == device) return bias_table_;
+  // Grown by doubling, so a run rebuilds it a logarithmic number of times.
+  const int64_t size = std::max<int64_t>({steps, 2 * have, 1024});
+  Tensor host = Tensor::empty({2 * size}, DType::i64);
+  std::vector<double> values(2 * size);
+  for (int64_t s = 1; s <= size; ++s) {
+    // As the AdamW kernels compute them (src/ops/cpu/optimizers.cpp, adamw_scalars).
+    values[2 * (s - 1)] =
+        1.0 - std::pow(static_cast<double>(options_.beta1), static_cast<double>(s));
+    values[2 * (s - 1) + 1] =
+        1.0 - std::pow(static_cast<double>(options_.beta2), static_cast<double>(s));
+  }
+  std::memcpy(host.data<int64_t>(), values.data(), values.size() * sizeof(double));
+  bias_table_ = host.to(device);
+  return bias_table_;
 }
 
 std::vector<std::pair<std::string, Tensor>> AdamW::param_state(size_t i) {
@@ -80,8 +129,15 @@ void AdamW::step(float lr, float grad_scale) {
     const Device device = updates[begin].param->device();
     size_t end = begin + 1;
     while (end < updates.size() && updates[end].param->device() == device) ++end;
-    ops::kernel<ops::AdamWGroupKernel>(device)(
-        std::span<const ops::AdamWUpdate>(updates).subspan(begin, end - begin), grad_scale);
+    const auto group = std::span<const ops::AdamWUpdate>(updates).subspan(begin, end - begin);
+    if (device_step_on(device)) {
+      int64_t last = 1;
+      for (const ops::AdamWUpdate& u : group) last = std::max(last, u.hyper.step);
+      ops::kernel<ops::AdamWGroupDeviceKernel>(device)(
+          group, device_record_, device_state_, bias_table(device, last), device_skips_counted_);
+    } else {
+      ops::kernel<ops::AdamWGroupKernel>(device)(group, grad_scale);
+    }
     begin = end;
   }
 }
@@ -97,6 +153,17 @@ Sgd::Sgd(std::vector<ParamEntry> params, float momentum)
 void Sgd::step(float lr, float grad_scale) {
   autograd::NoGradGuard no_grad;
   ++step_;
+  if (device_record_.defined()) {
+    // SGD has no device-scaled kernel: the scale and skip flag come over (one wait per step).
+    // A skip still counts here, as under AdamW, until count_device_skips.
+    const std::vector<float> record = device_record_.to_vector();
+    if (record[ops::kRecordSkip] != 0.0f) {
+      for (size_t i = 0; i < params_.size(); ++i)
+        if (params_[i].param.grad().defined()) ++param_steps_[i];
+      return;
+    }
+    grad_scale = record[ops::kRecordScale];
+  }
   for (size_t i = 0; i < params_.size(); ++i) {
     Tensor grad = params_[i].param.grad();
     if (!grad.defined()) continue;

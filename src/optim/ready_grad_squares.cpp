@@ -25,7 +25,9 @@ ReadyGradSquares::ReadyGradSquares(const std::vector<Tensor>& params)
       const std::shared_ptr<State> state = weak.lock();
       if (!state || !state->recording) return;
       const Tensor g = param.grad();
-      if (g.defined()) state->squares[i] = sum_of_squares(g);
+      // A device gradient is not read back here (each read would wait for the device): the
+      // device step clips with one pass there (optim::clip_on_device).
+      if (g.defined() && g.device().is_cpu()) state->squares[i] = sum_of_squares(g);
     });
   }
 }

@@ -3,6 +3,9 @@
 
 #include <cmath>
 
+#include "braid/ops/kernel_registry.h"
+#include "braid/ops/kernel_signatures.h"
+
 namespace braid::optim {
 
 float LrSchedule::at(int64_t step) const {
@@ -33,6 +36,24 @@ ClipResult clip_for_norm(double norm, float max_norm) {
     if (coef < 1.0) scale = static_cast<float>(coef);
   }
   return {norm, scale};
+}
+
+ClipResult clip_on_device(const std::vector<Tensor>& grads, float max_norm) {
+  BRAID_CHECK(!grads.empty(), "clip_on_device needs at least one gradient");
+  const Device device = grads.front().device();
+  BRAID_CHECK(!device.is_cpu(),
+              "clip_on_device is for device gradients; the CPU uses clip_for_norm");
+  std::vector<Tensor> dense;
+  dense.reserve(grads.size());
+  for (const Tensor& g : grads) {
+    BRAID_CHECK(g.device() == device && g.dtype() == DType::f32,
+                "clip_on_device: gradient {} on {} is not f32 on {}", g.str(), g.device().str(),
+                device.str());
+    dense.push_back(g.contiguous());
+  }
+  ClipResult out{std::nan(""), 1.0f, Tensor::empty({2}, DType::f32, device)};
+  ops::kernel<ops::GradNormKernel>(device)(dense, max_norm, out.device);
+  return out;
 }
 
 }  // namespace braid::optim

@@ -85,6 +85,26 @@ double global_grad_norm(const GradSquares& squares, const dist::ParallelGrid& gr
 }
 
 optim::ClipResult Strategy::clip(float max_norm) {
+  const std::vector<optim::ParamEntry>& entries = optimizer_->params();
+  if (!entries.empty() && !entries.front().param.device().is_cpu()) {
+    const std::vector<Tensor> params = model_->parameters();
+    // On a device the norm stays there (ClipResult::device); a grid that sums squares over tp
+    // or pp needs them on the host, which the device step does not offer yet.
+    const int tp = grid_->has_axis("tp") ? grid_->size("tp") : 1;
+    const int pp = grid_->has_axis("pp") ? grid_->size("pp") : 1;
+    BRAID_CHECK(tp == 1 && pp == 1,
+                "gradient clipping on {} supports tp = pp = 1 (got tp={}, pp={})",
+                params.front().device().str(), tp, pp);
+    std::vector<Tensor> grads;
+    for (const Tensor& p : params) {
+      const Tensor g = p.grad();
+      const SharedParameter* copy = find_shared(shared_, p);
+      if (g.defined() && !(copy && !copy->counted)) grads.push_back(g);
+    }
+    BRAID_CHECK(!grads.empty(), "gradient clipping found no gradient on {}",
+                params.front().device().str());
+    return optim::clip_on_device(grads, max_norm);
+  }
   return optim::clip_for_norm(
       global_grad_norm(grad_squares(*model_, shared_, ready_squares_.get()), *grid_), max_norm);
 }

@@ -20,6 +20,7 @@
 
 #include "braid/core/error.h"
 #include "braid/parallel/strategy.h"
+#include "braid/train/device_placement.h"
 
 namespace braid::train {
 namespace {
@@ -544,6 +545,7 @@ void apply_defaults(TrainConfig& cfg) {
        [&] { t->set_skip_nonfinite_steps(false); });
   fill("training.threads", t->has_threads(), [&] { t->set_threads(0); });
   fill("training.peak_flops", t->has_peak_flops(), [&] { t->set_peak_flops(0.0); });
+  fill("training.device", t->has_device(), [&] { t->set_device("cpu"); });
 
   auto* s = cfg.proto.mutable_sample();
   fill("sample.every", s->has_every(), [&] { s->set_every(0); });
@@ -649,6 +651,13 @@ std::vector<std::string> find_problems(const TrainConfig& cfg) {
   c.expect(t.threads() >= 0, "training.threads", "must be >= 0 (0 = automatic)");
   c.expect(t.peak_flops() >= 0 && std::isfinite(t.peak_flops()), "training.peak_flops",
            "must be >= 0 and finite (FLOP/s of one rank, e.g. 1.5e11; 0 = measure it)");
+  const std::string device_wrong = device_problem(t.device());
+  c.expect(device_wrong.empty(), "training.device", device_wrong);
+  if (t.device() == "cuda")
+    c.expect(p.tp() == 1 && p.pp() == 1 && p.dp() == 1, "training.device",
+             fmt::format("trains one process for now: needs parallel.tp, pp and dp = 1 "
+                         "(got tp={}, pp={}, dp={}); use \"cpu\" for the other layouts",
+                         p.tp(), p.pp(), p.dp()));
 
   c.expect(s.every() >= 0, "sample.every", "must be >= 0 (0 = only at the end)");
   c.expect(s.tokens() >= 0, "sample.tokens", "must be >= 0 (0 = no sampling)");

@@ -18,11 +18,19 @@
 namespace braid::train {
 
 std::string format_step(const StepMetrics& m, int64_t total_steps) {
-  return fmt::format(
+  std::string line = fmt::format(
       "step {:>5}/{} | loss {:.4f} | lr {:.2e} | norm {:.3f} | {:.0f} ms | {:.0f} tok/s | "
       "MFU {:.1f}% | peak {:.0f} MiB{}",
       m.step + 1, total_steps, m.loss, m.lr, m.grad_norm, m.step_ms, m.tokens_per_s, 100.0 * m.mfu,
       static_cast<double>(m.peak_bytes) / (1 << 20), m.skipped ? " | SKIPPED" : "");
+  if (m.on_device) {
+    constexpr double kMiB = 1 << 20;
+    line += fmt::format(" | device {:.0f}/{:.0f} MiB, peak {:.0f} MiB, {} mallocs",
+                        static_cast<double>(m.device_allocated_bytes) / kMiB,
+                        static_cast<double>(m.device_reserved_bytes) / kMiB,
+                        static_cast<double>(m.device_peak_bytes) / kMiB, m.device_mallocs);
+  }
+  return line;
 }
 
 namespace {

@@ -15,7 +15,11 @@
 #include "braid/core/logging.h"
 #include "braid/data/gpt2_tokenizer.h"
 #include "braid/dist/solo_process_group.h"
+#include "braid/ops/host_checked.h"
+#include "braid/ops/kernel_registry.h"
+#include "braid/ops/kernel_signatures.h"
 #include "braid/parallel/tensor_parallel.h"
+#include "braid/train/device_placement.h"
 #include "braid/train/peak_flops.h"
 #include "braid/train/stop_signals.h"
 #include "training_strategy.h"
@@ -86,6 +90,7 @@ Trainer::Trainer(TrainConfig config, dist::ProcessGroupPtr world) : config_(std:
     control_ = world->split(everyone, "control");
   }
 
+  device_ = training_device(tr.device(), [](const char* name) { return std::getenv(name); });
   // The strategy decides what of the model this rank builds (a pipeline: its stage's part).
   strategy_ = make_training_strategy(config_);
   const nn::GptConfig model_config = gpt_config(config_);
@@ -93,6 +98,9 @@ Trainer::Trainer(TrainConfig config, dist::ProcessGroupPtr world) : config_(std:
       model_config, parallel::TensorParallelGroup::from_grid(*grid_, par.sequence_parallel()),
       strategy_->model_part(model_config, *grid_));
   model_->init_weights(tr.seed());
+  // Initialised on the host as always (the same weights on every device), then moved, before
+  // the optimizer and the strategy take their handles and make their state.
+  if (!device_.is_cpu()) model_->to(device_);
   const auto& o = config_.optimizer();
   optimizer_ = optim::make_optimizer(
       o.name(),
@@ -124,6 +132,10 @@ Trainer::Trainer(TrainConfig config, dist::ProcessGroupPtr world) : config_(std:
     val_sampler_.emplace(std::move(val_set), sc);
   }
   batch_source_ = [this] { return train_sampler_->next(); };
+  if (!device_.is_cpu()) {
+    device_batches_ = std::make_unique<DeviceBatches>(device_, model_->config().vocab_size);
+    device_metrics_ = std::make_unique<DeviceMetrics>(device_, tr.log_every());
+  }
 
   const auto& ck = config_.checkpoint();
   if (!ck.dir().empty())
@@ -157,6 +169,7 @@ Trainer::Trainer(TrainConfig config, dist::ProcessGroupPtr world) : config_(std:
   log().info("data: {} train tokens; {} threads; peak {:.1f} GFLOP/s per rank ({}); {} x{} ({})",
              train_sampler_->dataset().total_tokens(), omp_get_max_threads(), peak_flops_ / 1e9,
              peak.source, strategy_->name(), world->size(), grid_->describe());
+  if (!device_.is_cpu()) log().info("device: {}", device_.str());
 }
 
 Trainer::~Trainer() = default;
@@ -165,6 +178,7 @@ StepMetrics Trainer::train_step() {
   const auto& tr = config_.training();
   const auto t0 = std::chrono::steady_clock::now();
   reset_host_peak();
+  if (!device_.is_cpu()) return device_step(t0);
   optimizer_->zero_grad();
   const parallel::StepLoss pass =
       strategy_->forward_backward(*model_, {batch_source_, tr.grad_accum_steps(), step_});
@@ -212,6 +226,114 @@ StepMetrics Trainer::train_step() {
   return m;
 }
 
+StepMetrics Trainer::device_step(const std::chrono::steady_clock::time_point& t0) {
+  const auto& tr = config_.training();
+  optimizer_->zero_grad();
+  // Each batch comes from the one staged ahead; the sampler's state before the newly staged one
+  // is what a checkpoint of this step resumes from.
+  const auto next = [this] {
+    return device_batches_->next(batch_source_, [this] {
+      if (train_sampler_) staged_sampler_state_ = train_sampler_->state();
+    });
+  };
+  const parallel::StepLoss pass =
+      strategy_->forward_backward(*model_, {next, tr.grad_accum_steps(), step_});
+  strategy_->finish_backward();
+  BRAID_CHECK(pass.device_loss.defined(),
+              "strategy '{}' returned no device loss for a model on {} (StepLoss::device_loss)",
+              strategy_->name(), device_.str());
+  StepMetrics m;
+  m.step = step_;
+  m.loss = std::nanf("");
+  m.grad_norm = std::nan("");
+  const int64_t tokens = pass.tokens * grid_->size("dp");
+  m.lr = schedule_.at(step_);
+  const optim::ClipResult clip =
+      strategy_->clip(static_cast<float>(config_.optimizer().grad_clip()));
+  BRAID_CHECK(clip.device.defined(), "strategy '{}' clipped the gradients on {} on the host",
+              strategy_->name(), device_.str());
+  // The verdict and the update read the loss, norm and scale where they are: on the device.
+  Tensor record = device_metrics_->record_for(step_);
+  ops::kernel<ops::StepVerdictKernel>(device_)(pass.device_loss, clip.device, step_, record,
+                                               device_metrics_->state());
+  optimizer_->set_device_step(record, device_metrics_->state());
+  const bool window = checkpointer_ && checkpointer_->window_open();
+  if (window) {
+    // An overlapped checkpoint replays this update on the host: it needs the scale now.
+    const std::vector<float> r = record.to_vector();
+    checkpointer_->before_update(strategy_->owned_state(*optimizer_), m.lr, r[ops::kRecordScale],
+                                 r[ops::kRecordSkip] != 0.0f);
+  }
+  strategy_->step(m.lr, 1.0f);  // a non-finite step is skipped on the device
+  ++step_;
+  if (window)
+    checkpointer_->after_update(strategy_->owned_state(*optimizer_),
+                                [this] { return training_state(); });
+  // The host's time per step: batch staging keeps the host within two steps of the device.
+  m.step_ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  m.tokens_per_s = static_cast<double>(tokens) / (m.step_ms / 1e3);
+  const double job_peak = peak_flops_ * grid_->world()->size();
+  m.mfu = job_peak > 0 ? m.tokens_per_s * flops_per_token_ / job_peak : 0;
+  m.peak_bytes = host_memory_stats().peak_bytes;
+  const DeviceMemoryStats memory = device_memory_stats(device_);
+  m.on_device = true;
+  m.device_allocated_bytes = memory.allocated_bytes;
+  m.device_reserved_bytes = memory.reserved_bytes;
+  m.device_peak_bytes = memory.peak_allocated_bytes;
+  m.device_mallocs = memory.device_mallocs;
+  history_.push_back(m);
+  return m;
+}
+
+void Trainer::absorb(const std::vector<DeviceReadback>& readbacks, bool log_steps) {
+  const auto& tr = config_.training();
+  const int64_t total = tr.steps();
+  for (const DeviceReadback& rb : readbacks) {
+    optimizer_->count_device_skips(rb.skipped_total);
+    const StepRecord* first_bad = nullptr;
+    for (const StepRecord& r : rb.steps) {
+      if (r.skipped && !first_bad) first_bad = &r;
+      const int64_t first = history_.empty() ? 0 : history_.front().step;
+      BRAID_CHECK(r.step >= first && r.step - first < static_cast<int64_t>(history_.size()),
+                  "device metrics for step {} have no entry in the history", r.step + 1);
+      StepMetrics& h = history_[r.step - first];
+      h.loss = r.loss;
+      h.grad_norm = r.norm;
+      h.skipped = r.skipped;
+      if (r.skipped && tr.skip_nonfinite_steps() && is_lead())
+        log().warn("step {}: non-finite loss {} or gradient norm {}; update skipped", r.step + 1,
+                   r.loss, r.norm);
+      const int64_t done = r.step + 1;
+      if (log_steps && is_lead() &&
+          (tr.log_every() <= 1 || done % tr.log_every() == 0 || done == total))
+        log().info("{}", format_step(h, total));
+    }
+    if (rb.first_nonfinite > 0 && !tr.skip_nonfinite_steps()) {
+      const std::string values =
+          first_bad && first_bad->step + 1 == rb.first_nonfinite
+              ? fmt::format("loss {} / gradient norm {}", first_bad->loss, first_bad->norm)
+              : std::string("loss / gradient norm");
+      BRAID_FAIL(
+          "{} is not finite at step {}; lower optimizer.lr, or set "
+          "training.skip_nonfinite_steps: true to skip such steps (on {} the check reads the "
+          "step's values back with the metrics, so it stops {} steps later; that update and the "
+          "ones after it were not applied)",
+          values, rb.first_nonfinite, device_.str(), step_ - rb.first_nonfinite);
+    }
+  }
+}
+
+void Trainer::drain_device_metrics(bool log_steps) {
+  if (!device_metrics_) return;
+  device_metrics_->readback();
+  absorb(device_metrics_->collect(/*wait=*/true), log_steps);
+}
+
+void Trainer::sync_device_metrics() {
+  drain_device_metrics(false);
+}
+
 float Trainer::evaluate() {
   BRAID_CHECK(val_sampler_.has_value(), "evaluate() needs data.val_pattern in the config");
   autograd::NoGradGuard no_grad;
@@ -221,6 +343,14 @@ float Trainer::evaluate() {
   double total = 0;
   for (int64_t i = 0; i < batches; ++i) {
     data::Batch batch = val_sampler_->next();
+    if (!device_.is_cpu()) {
+      check_host_batch(batch, model_->config().vocab_size);
+      data::Batch on_device{batch.inputs.contiguous().to(device_),
+                            batch.targets.contiguous().to(device_)};
+      ops::mark_host_checked(on_device.inputs, ops::host_check(batch.inputs.contiguous()));
+      ops::mark_host_checked(on_device.targets, ops::host_check(batch.targets.contiguous()));
+      batch = std::move(on_device);
+    }
     total += strategy_->eval_loss(*model_, batch);
   }
   return static_cast<float>(
@@ -230,13 +360,18 @@ float Trainer::evaluate() {
 ckpt::TrainingState Trainer::training_state() const {
   ckpt::TrainingState state;
   state.step = step_;
-  state.sampler = train_sampler_->state();
+  // A batch staged for the device has left the sampler but is not trained on yet.
+  state.sampler = device_batches_ && device_batches_->has_staged() && staged_sampler_state_
+                      ? *staged_sampler_state_
+                      : train_sampler_->state();
   state.config = to_text(config_);
   return state;
 }
 
 void Trainer::save_checkpoint(bool now) {
   BRAID_CHECK(checkpointer_, "save_checkpoint needs checkpoint.dir in the config");
+  // A step that was not finite stops the run here, before it could be saved.
+  sync_device_metrics();
   // Each rank writes what it owns: under ZeRO-1 its chunks, nothing gathered.
   const optim::OwnedState owned = strategy_->owned_state(*optimizer_);
   if (now) {
@@ -306,9 +441,16 @@ void Trainer::fit() {
     // The optimizer state now exists: the checkpoint buffer can be sized and faulted in.
     if (checkpointer_ && every > 0 && step_ == first_step + 1) prepare_checkpoint();
     bar.update(m);
-    if (is_lead() && !bar.active() &&
-        (tr.log_every() <= 1 || step_ % tr.log_every() == 0 || step_ == total))
+    if (device_metrics_) {
+      // The values come back one logging interval later, so the device never waits for them.
+      if (step_ % tr.log_every() == 0 || step_ == total) {
+        device_metrics_->readback();
+        absorb(device_metrics_->collect(/*wait=*/false), !bar.active());
+      }
+    } else if (is_lead() && !bar.active() &&
+               (tr.log_every() <= 1 || step_ % tr.log_every() == 0 || step_ == total)) {
       log().info("{}", format_step(m, total));
+    }
     if (tr.val_every() > 0 && step_ % tr.val_every() == 0 && step_ != total) validate_now();
     if (samples_here() && config_.sample().every() > 0 && step_ % config_.sample().every() == 0 &&
         step_ != total) {
@@ -319,6 +461,7 @@ void Trainer::fit() {
     if (stopped_by_ != 0) break;
   }
   bar.finish();
+  drain_device_metrics(/*log=*/true);
   // The final state is saved at once, even when an overlapped window would need more steps.
   if (checkpointer_ && step_ > first_step &&
       (every == 0 || step_ % every != 0 || checkpointer_->window_open()))

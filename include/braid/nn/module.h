@@ -48,6 +48,13 @@ class Module {
   // by the next backward (autograd::zero_grad).
   void zero_grad();
 
+  // Moves every parameter, and every gradient it has, to `device` in place: each handle of a
+  // parameter (the optimizer's, a layer's member, the caller's) sees the new memory, as
+  // Tensor::rebind_ moves parameters into flat buffers. Values are copied exactly. Tensors
+  // already there are left alone. Call it before building the optimizer and the strategy, so
+  // that their state (created on each parameter's device) lands there too.
+  void to(Device device);
+
  protected:
   // `shard`: the slice of the global parameter `value` holds (none: all of it).
   Tensor& register_parameter(std::string name, Tensor value,

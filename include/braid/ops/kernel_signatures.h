@@ -162,6 +162,32 @@ struct AdamWUpdate {
 };
 BRAID_KERNEL_SIGNATURE(AdamWGroupKernel, "adamw_group", std::span<const AdamWUpdate> updates,
                        float grad_scale);
+// A device step's scalars, kept on the device and read back once per logged step. `record`
+// (f32[kStepRecord]) describes one step, `state` (f32[kStepState]) the run so far; counts are
+// exact up to 2^24.
+inline constexpr int kRecordLoss = 0, kRecordNorm = 1, kRecordScale = 2, kRecordSkip = 3,
+                     kStepRecord = 4;
+inline constexpr int kStateSkipped = 0, kStateFirstNonFinite = 1, kStepState = 2;
+// Global-norm clipping on the gradients' device: norm = sqrt of the sum over `grads` (dense
+// f32, one device) of their squares, accumulated in double; clip (f32[2] there) = {norm,
+// scale} with scale = min(1, max_norm / (norm + 1e-6)), 1 when max_norm <= 0 or the norm is not
+// finite (optim::clip_for_norm's rule). Deterministic: the split depends only on the sizes.
+BRAID_KERNEL_SIGNATURE(GradNormKernel, "grad_norm", std::span<const Tensor> grads, float max_norm,
+                       Tensor& clip);
+// One step's verdict, on the device: record = {loss[0], clip[0], clip[1], skip} where skip is 1
+// when the loss or the norm is not finite; a skipped step adds 1 to state[kStateSkipped] and,
+// when state[kStateFirstNonFinite] is still 0, sets it to step + 1 (the 1-based step).
+BRAID_KERNEL_SIGNATURE(StepVerdictKernel, "step_verdict", const Tensor& loss, const Tensor& clip,
+                       int64_t step, Tensor& record, Tensor& state);
+// AdamWGroupKernel with the gradient scale read from device memory (record[kRecordScale]); when
+// record[kRecordSkip] is not 0 nothing changes (the step is skipped on the device). Each
+// update's step is its hyper.step minus (state[kStateSkipped] - skip_base): the skips the host
+// has not counted yet. bias (i64 [2 * S], the bits of doubles) holds 1 - beta1^s, 1 - beta2^s
+// for s = 1..S, computed on the host as AdamW computes them, so the update is bitwise
+// AdamWKernel's for that step. A CPU backend may ignore `bias` and compute them itself.
+BRAID_KERNEL_SIGNATURE(AdamWGroupDeviceKernel, "adamw_group_device",
+                       std::span<const AdamWUpdate> updates, const Tensor& record,
+                       const Tensor& state, const Tensor& bias, int64_t skip_base);
 // SGD with momentum (buf may be undefined when momentum == 0).
 BRAID_KERNEL_SIGNATURE(SgdKernel, "sgd", Tensor& param, const Tensor& grad, Tensor& momentum_buf,
                        float lr, float momentum, float weight_decay, float grad_scale,

@@ -42,7 +42,24 @@ class Optimizer {
   virtual std::vector<std::pair<std::string, Tensor>> param_state(size_t i) { return {}; }
   void restore_steps(int64_t steps_taken, const std::vector<int64_t>& param_steps);
 
+  // A device step (braid/ops/kernel_signatures.h: `record` and `state`, on the parameters'
+  // device): from now on step() takes the gradient scale and the skip flag from `record`
+  // instead of its grad_scale argument, so the host never waits for the device. A skipped step
+  // changes nothing on the device, but the host counts it until count_device_skips says
+  // otherwise. Undefined tensors go back to host-driven steps.
+  void set_device_step(Tensor record, Tensor state);
+  // The host has read state[kStateSkipped] == `skipped_total` (skips since set_device_step):
+  // the update counts drop by the skips not yet counted. Exact when every parameter with a
+  // gradient in a skipped step also has one in the other steps (true for a GPT).
+  void count_device_skips(int64_t skipped_total);
+
  protected:
+  // True when `device` is the device step's (the parameters there take their scale from it).
+  bool device_step_on(Device device) const {
+    return device_record_.defined() && device_record_.device() == device;
+  }
+  Tensor device_record_, device_state_;
+  int64_t device_skips_counted_ = 0;  // state[kStateSkipped] the counts already reflect
   std::vector<ParamEntry> params_;
   std::vector<int64_t> param_steps_;
   int64_t step_ = 0;
@@ -65,8 +82,12 @@ class AdamW : public Optimizer {
   std::vector<std::pair<std::string, Tensor>> param_state(size_t i) override;
 
  private:
+  // The device's table of bias corrections (AdamWGroupDeviceKernel), at least `steps` long.
+  const Tensor& bias_table(Device device, int64_t steps);
+
   AdamWOptions options_;
   std::vector<Tensor> exp_avg_, exp_avg_sq_;
+  Tensor bias_table_;
 };
 
 class Sgd : public Optimizer {

@@ -12,6 +12,9 @@
 // single process under tensor and pipeline parallelism (their reductions run inside the
 // autograd graph, before the hook), not for gradients summed or averaged after the backward
 // (shared pipeline copies, data parallelism), whose squares the caller must compute itself.
+//
+// Only host gradients are recorded: a device's would each be read back, waiting for the device
+// (the device step clips in one pass there, optim::clip_on_device).
 #pragma once
 
 #include <memory>

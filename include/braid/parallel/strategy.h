@@ -73,6 +73,8 @@ struct StepBatches {
 struct StepLoss {
   double loss = 0;     // this rank's mean loss of the step, before reduce_metric
   int64_t tokens = 0;  // input tokens this rank consumed
+  // A model on a device: the mean loss there (a scalar), not read back; `loss` is then 0.
+  Tensor device_loss{};
 };
 
 class Strategy {

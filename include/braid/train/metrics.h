@@ -17,9 +17,14 @@ struct StepMetrics {
   double mfu = 0;          // achieved / peak FLOP/s (peak_flops.h), by the DESIGN.md convention
   int64_t peak_bytes = 0;  // host allocator peak during the step
   bool skipped = false;    // non-finite loss or gradient, update skipped
+  // Training on a device: its allocator's counters after the step (braid/core/allocator.h).
+  bool on_device = false;
+  int64_t device_allocated_bytes = 0, device_reserved_bytes = 0, device_peak_bytes = 0;
+  int64_t device_mallocs = 0;
 };
 
-// One line for logs: "step 10/200 | loss 5.1234 | lr 1.0e-03 | ...".
+// One line for logs: "step 10/200 | loss 5.1234 | lr 1.0e-03 | ..."; on a device it ends with
+// the device memory: "| device 310/512 MiB, peak 400 MiB, 12 mallocs" (allocated/reserved).
 std::string format_step(const StepMetrics& m, int64_t total_steps);
 
 // Whether to draw the progress bar, from `env` (looks a variable up, nullptr when unset, as

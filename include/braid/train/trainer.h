@@ -6,6 +6,7 @@
 // per log_every steps. The Trainer never branches on the layout: the strategy owns the step.
 #pragma once
 
+#include <chrono>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -21,6 +22,8 @@
 #include "braid/optim/schedule.h"
 #include "braid/parallel/strategy.h"
 #include "braid/train/config.h"
+#include "braid/train/device_batches.h"
+#include "braid/train/device_metrics.h"
 #include "braid/train/metrics.h"
 
 namespace braid::train {
@@ -49,8 +52,15 @@ class Trainer {
   // Collective over the world: the signal some rank received since fit() began (0: none). A
   // custom loop that installs braid::train::StopSignals calls it between steps.
   int stop_requested();
-  // One optimizer step (all micro-batches). Public for tests and custom loops.
+  // One optimizer step (all micro-batches). Public for tests and custom loops. On a device
+  // (training.device cuda) the step's loss, gradient norm and skip flag stay there: the
+  // returned metrics and history() hold them (loss and grad_norm NaN until then) once
+  // sync_device_metrics() or a later logged step of fit() has read them back.
   StepMetrics train_step();
+  // On a device: waits for the metrics of every step so far and puts them into history();
+  // throws, naming the first one, when a step was not finite and training.skip_nonfinite_steps
+  // is off. fit() calls it at the end and before every checkpoint. A no-op on the CPU.
+  void sync_device_metrics();
   // Mean validation loss over val_steps batches from the start of the validation set.
   float evaluate();
   // Checkpoints the current state into checkpoint.dir (collective over the world). In
@@ -78,6 +88,8 @@ class Trainer {
   const dist::ParallelGrid& grid() const { return *grid_; }
   // True on the rank that prints progress (world rank 0).
   bool is_lead() const { return grid_->world()->rank() == 0; }
+  // Where the model trains (training.device): the CPU or this rank's CUDA device.
+  Device device() const { return device_; }
   const TrainConfig& config() const { return config_; }
   // Null without checkpoint.dir.
   const ckpt::Checkpointer* checkpointer() const { return checkpointer_.get(); }
@@ -87,12 +99,23 @@ class Trainer {
 
   // Replaces the training batches (tests and custom data): called for every batch a step
   // consumes (grad_accum_steps of them; one under a pipeline, cut into its micro-batches).
-  void set_batch_source(std::function<data::Batch()> source) { batch_source_ = std::move(source); }
+  void set_batch_source(std::function<data::Batch()> source) {
+    batch_source_ = std::move(source);
+    if (device_batches_) device_batches_->drop_staged();
+    staged_sampler_state_.reset();
+  }
   // The current source (by default the training sampler's next batch), for a source that wraps it.
   const std::function<data::Batch()>& batch_source() const { return batch_source_; }
 
  private:
   ckpt::TrainingState training_state() const;
+  // The step on a device: what train_step does, with every per-step scalar left there.
+  StepMetrics device_step(const std::chrono::steady_clock::time_point& t0);
+  // Copies what the device reported into history_, applies the skip counts to the optimizer,
+  // logs the steps fit() logs (`log`), and throws on a non-finite step unless they are skipped.
+  void absorb(const std::vector<DeviceReadback>& readbacks, bool log);
+  // On a device: issues a readback of the steps not yet read and absorbs all of them.
+  void drain_device_metrics(bool log);
 
   TrainConfig config_;
   std::unique_ptr<dist::ParallelGrid> grid_;
@@ -109,6 +132,11 @@ class Trainer {
   std::vector<std::pair<int64_t, float>> val_history_;
   int64_t step_ = 0;
   int stopped_by_ = 0;
+  Device device_;
+  std::unique_ptr<DeviceBatches> device_batches_;  // on a device
+  std::unique_ptr<DeviceMetrics> device_metrics_;  // on a device
+  // The sampler's state before the batch DeviceBatches has staged: what a checkpoint resumes.
+  std::optional<data::SamplerState> staged_sampler_state_;
   dist::ProcessGroupPtr control_;  // world size > 1: the stop decision, apart from training
   double peak_flops_ = 0;
   double flops_per_token_ = 0;

@@ -55,6 +55,11 @@ void vocab_shard_backward(const Tensor& logits, const Tensor& targets, int64_t v
 void adamw(Tensor& param, const Tensor& grad, Tensor& exp_avg, Tensor& exp_avg_sq,
            const AdamWHyper& hyper, float grad_scale);
 void adamw_group(std::span<const AdamWUpdate> updates, float grad_scale);
+void grad_norm(std::span<const Tensor> grads, float max_norm, Tensor& clip);
+void step_verdict(const Tensor& loss, const Tensor& clip, int64_t step, Tensor& record,
+                  Tensor& state);
+void adamw_group_device(std::span<const AdamWUpdate> updates, const Tensor& record,
+                        const Tensor& state, const Tensor& bias, int64_t skip_base);
 void sgd(Tensor& param, const Tensor& grad, Tensor& momentum_buf, float lr, float momentum,
          float weight_decay, float grad_scale, bool first_step);
 

@@ -34,6 +34,9 @@ void register_cpu_kernels(KernelRegistry& r) {
   r.add<AdamWKernel>(kCpu, cpu::adamw);
   r.add<AdamWGroupKernel>(kCpu, cpu::adamw_group);
   r.add<SgdKernel>(kCpu, cpu::sgd);
+  r.add<GradNormKernel>(kCpu, cpu::grad_norm);
+  r.add<StepVerdictKernel>(kCpu, cpu::step_verdict);
+  r.add<AdamWGroupDeviceKernel>(kCpu, cpu::adamw_group_device);
 }
 
 }  // namespace braid::ops

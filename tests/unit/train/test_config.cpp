@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "braid/core/error.h"
+#include "braid/train/device_placement.h"
 #include "braid/train/trainer.h"
 
 namespace braid::train {
@@ -892,6 +893,46 @@ TEST(Config, ToTextRoundTrips) {
   EXPECT_NE(text.find("n_layer: 4"), std::string::npos) << text;
   EXPECT_NE(text.find("padded_vocab_multiple: 64"), std::string::npos) << text;
   EXPECT_NO_THROW(validate(back));
+}
+
+}  // namespace
+}  // namespace braid::train
+
+namespace braid::train {
+namespace {
+
+// training.device: "cpu" by default; anything but "cpu" and "cuda" is named; "cuda" says why it
+// cannot run in this build or on this machine, and needs one process.
+TEST(Config, TrainingDeviceAtItsBoundaries) {
+  const std::string device_line = "grad_accum_steps: 1";
+  TrainConfig plain = parse_config(kBase, "base");
+  EXPECT_EQ(plain.training().device(), "cpu");
+  EXPECT_NO_THROW(validate(plain));
+  EXPECT_NO_THROW(validate(
+      parse_config(replaced(kBase, device_line, device_line + "\n  device: \"cpu\""), "cpu")));
+  for (const std::string bad : {"gpu", "CUDA", "cuda:1"}) {
+    const std::string text =
+        replaced(kBase, device_line, device_line + "\n  device: \"" + bad + "\"");
+    const std::string e = error_of([&] { validate(parse_config(text, "bad")); });
+    EXPECT_NE(e.find("training.device = \"" + bad + "\" must be \"cpu\" or \"cuda\""),
+              std::string::npos)
+        << e;
+  }
+  const std::string cuda = replaced(kBase, device_line, device_line + "\n  device: \"cuda\"");
+  const std::string problem = device_problem("cuda");
+  if (problem.empty()) {
+    EXPECT_NO_THROW(validate(parse_config(cuda, "cuda")));
+  } else {
+    const std::string e = error_of([&] { validate(parse_config(cuda, "cuda")); });
+    EXPECT_NE(e.find("training.device = \"cuda\" " + problem), std::string::npos) << e;
+  }
+  // One process for now, whatever the machine.
+  const std::string e =
+      error_of([&] { validate(parse_config(replaced(cuda, "dp: 1", "dp: 2"), "dp")); });
+  EXPECT_NE(e.find("trains one process for now: needs parallel.tp, pp and dp = 1 (got tp=1, "
+                   "pp=1, dp=2)"),
+            std::string::npos)
+      << e;
 }
 
 }  // namespace
