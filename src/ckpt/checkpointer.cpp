@@ -85,6 +85,8 @@ struct Checkpointer::Pending {
   // Overlapped: captured at the request, for the entries written when the window closes.
   std::map<std::string, nn::ShardSpec> specs;
   std::set<std::string> skip;
+  // Entries copied off a device whose DMA may still run: the writer waits and checksums them.
+  PendingCopies copies;
 };
 
 Checkpointer::Checkpointer(CheckpointOptions options, const dist::ParallelGrid& grid)
@@ -177,15 +179,18 @@ void Checkpointer::save_as(Mode mode, const nn::Module& model, const optim::Opti
     job->skip = not_mine;
     window_job_ = job;
     window_steps_left_ = options_.window - 1;
-    window_ = std::make_shared<OverlappedWindow>(adamw->options(), shards, options_.window);
+    window_ = std::make_shared<OverlappedWindow>(adamw->options(), shards, options_.window,
+                                                 std::move(spare_staging_));
     return;
   }
   RankState written = collect_rank_state(model, optimizer, shards, not_mine, first_replica);
-  snapshot_values(written.entries, std::move(spare_image_));
+  // Device state is copied by DMA on the copy stream; async returns once it is enqueued.
+  job->copies = snapshot_values_async(written.entries, std::move(spare_image_));
   job->entries = std::move(written.entries);
   job->param_steps = std::move(written.param_steps);
   bytes_copied_ = entry_bytes(job->entries);
   if (mode == Mode::sync) {
+    complete_snapshot(job->entries, job->copies, /*all_threads=*/true);
     write_and_commit(job);
     return;
   }
@@ -210,19 +215,29 @@ void Checkpointer::prepare(const nn::Module& model, const optim::Optimizer& opti
   // running() first: spare_image_ may only be read once the writer thread has been joined.
   if (writer_.running() || spare_image_) return;
   const Selection mine = select(model, owned, skip);
-  const int64_t bytes = image_bytes(
-      collect_rank_state(model, optimizer, mine.shards, mine.not_mine, mine.first_replica).entries);
+  const std::vector<ShardEntry> entries =
+      collect_rank_state(model, optimizer, mine.shards, mine.not_mine, mine.first_replica).entries;
+  const int64_t bytes = image_bytes(entries);
   if (bytes == 0) return;
+  // Device state: the image is pinned (the snapshot's DMA lands in it), and so is the window's
+  // staging buffer, allocated here once instead of at the first window.
+  const Device device = entries_device(entries);
+  const bool overlapped = options_.mode == Mode::overlapped && options_.window > 1;
   std::vector<int64_t> window_copies;
-  if (options_.mode == Mode::overlapped && options_.window > 1)
+  if (overlapped && device.is_cpu())
     window_copies = OverlappedWindow::copy_sizes(mine.shards, options_.window);
-  writer_.start([this, bytes, window_copies] {
+  const int64_t staging_bytes = overlapped && !device.is_cpu()
+                                    ? OverlappedWindow::staging_bytes(mine.shards, options_.window)
+                                    : 0;
+  writer_.start([this, bytes, window_copies, device, staging_bytes] {
     // At normal priority, unlike the writes: page faults are kernel work that an idle-priority
     // thread gets no time for while the training ranks keep every core busy (with two
     // data-parallel ranks on two cores it had not touched a 190 MB image after 10 steps, and
     // the first checkpoint then waited 8 s for it). Once, a few hundred ms of CPU.
     pthread_setname_np(pthread_self(), "braid-ckpt-prep");
-    spare_image_ = touched_image(bytes, &stop_preparing_);
+    spare_image_ = touched_image(bytes, &stop_preparing_, device);
+    if (staging_bytes > 0 && !stop_preparing_)
+      spare_staging_ = touched_image(staging_bytes, &stop_preparing_, device);
     // Blocks of the sizes the window's copies will have, touched and then freed together: the
     // host allocator's cache keeps them, so a first window copies into memory already faulted
     // in (fresh memory made the 124M shape's first window 0.5-1 s per step slower).
@@ -260,6 +275,11 @@ void Checkpointer::save_now(const nn::Module& model, const optim::Optimizer& opt
 
 void Checkpointer::before_update(const optim::OwnedState& owned, float lr, float grad_scale,
                                  bool skipped) {
+  if (window_) window_->before_update(window_shards(owned), lr, grad_scale, skipped);
+}
+
+void Checkpointer::before_update(const optim::OwnedState& owned, float lr, const Tensor& grad_scale,
+                                 const Tensor& skipped) {
   if (window_) window_->before_update(window_shards(owned), lr, grad_scale, skipped);
 }
 
@@ -308,10 +328,14 @@ void Checkpointer::finish_window(const std::vector<optim::StateShard>& shards,
     // the copy checksums on the way and the disk takes the image in place, which costs this
     // thread less than checksumming the copies and staging them.
     snapshot_values(job->entries, std::move(spare_image_));
+    // Nothing reads the window's pinned copies any more: the next window reuses the buffer.
+    if (window->staging()) spare_staging_ = window->staging();
   });
 }
 
 void Checkpointer::write_and_commit(const std::shared_ptr<Pending>& job) {
+  // An async snapshot of device state: its DMA ends here, on the writer thread, checksums after.
+  complete_snapshot(job->entries, job->copies, /*all_threads=*/false);
   const fs::path dir = options_.dir;
   const std::string name = step_folder_name(job->state.step);
   const fs::path tmp = dir / (name + ".tmp");

@@ -8,13 +8,27 @@
 # Afterwards every folder that looks committed must pass `braid-ckpt verify`, and the newest must
 # load (resharded into another random layout) and resume; no partial one may ever load. After a
 # SIGTERM the run must have exited 75 with the checkpoint of the step it stopped at.
-#   tests/dist/checkpoint_faults.sh BUILD_DIR [trials (default 50)] [seed (default 1)]
-# CI runs 50 trials; `tests/dist/checkpoint_faults.sh build 200` is the long version.
+#   tests/dist/checkpoint_faults.sh BUILD_DIR [trials (default 50)] [seed (default 1)] [device]
+# CI runs 50 trials; `tests/dist/checkpoint_faults.sh build 200` is the long version. With device
+# `cuda` each trial, at random, either trains one rank on the SIMT emulator's device
+# (braid_simt_fault_checkpoint: the state, and every checkpoint copy, on the device) and verifies
+# the checkpoint on the CPU, resharded into a random layout, or trains on the CPU in a random
+# layout and verifies on the emulated device.
 set -uo pipefail
 build=$1
 trials=${2:-50}
 RANDOM=${3:-1}
-bin=$build/tests/dist/braid_fault_checkpoint
+device=${4:-cpu}
+cpu_bin=$build/tests/dist/braid_fault_checkpoint
+device_bin=$cpu_bin
+if [ "$device" = cuda ]; then
+  device_bin=$build/tests/simt/braid_simt_fault_checkpoint
+  export ASAN_OPTIONS=detect_leaks=0  # Open MPI keeps allocations alive past exit
+elif [ "$device" != cpu ]; then
+  echo "device must be cpu or cuda, got $device"
+  exit 2
+fi
+bin=$cpu_bin  # what launch runs
 ckpt_tool=$build/tools/braid-ckpt/braid-ckpt
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
@@ -40,6 +54,20 @@ for trial in $(seq 1 "$trials"); do
   read -r np tp pp <<<"${layouts[$((RANDOM % ${#layouts[@]}))]}"
   [ "$point" = enospc ] && read -r np tp pp <<<"1 1 1"
   read -r vnp vtp vpp <<<"${layouts[$((RANDOM % ${#layouts[@]}))]}"
+  # Where the job trains and where its checkpoint is verified (the Trainer on a device: one rank).
+  train_on=cpu verify_on=cpu
+  if [ "$device" = cuda ]; then
+    if [ $((RANDOM % 2)) -eq 0 ]; then
+      train_on=cuda
+      read -r np tp pp <<<"1 1 1"
+    else
+      verify_on=cuda
+      read -r vnp vtp vpp <<<"1 1 1"
+    fi
+  fi
+  train_bin=$cpu_bin verify_bin=$cpu_bin
+  [ "$train_on" = cuda ] && train_bin=$device_bin
+  [ "$verify_on" = cuda ] && verify_bin=$device_bin
   step=$(((RANDOM % 3 + 1) * 2))  # checkpoints are requested at steps 2, 4, 6
   # An overlapped window opened at step s lands (and is written) at s + 2 (window 3).
   [ "$mode" = overlapped ] && step=$((step + 2))
@@ -59,7 +87,8 @@ for trial in $(seq 1 "$trials"); do
   fault="$point:$step"
   [ "$target" -ge 0 ] && fault="$fault:$target"
   args=(--dir "$ckpt" --data "$work/data" --mode "$mode" --tp "$tp" --pp "$pp"
-        --strategy "$strategy" --keep "$keep")
+        --strategy "$strategy" --keep "$keep" --device "$train_on")
+  bin=$train_bin
   log=$work/trial_$trial.log
   case $point in
     load)  # a finished run, then a resuming one killed while it loads
@@ -105,8 +134,9 @@ for trial in $(seq 1 "$trials"); do
     fi
   done
   [ "$damaged" -eq 1 ] && continue
+  bin=$verify_bin  # a device's checkpoint loads on the CPU, and the reverse
   verify=$(BRAID_COLLECTIVE_TIMEOUT_S=10 run "$vnp" --dir "$ckpt" --data "$work/data" \
-           --mode "$mode" --tp "$vtp" --pp "$vpp" --verify 2>&1)
+           --mode "$mode" --tp "$vtp" --pp "$vpp" --device "$verify_on" --verify 2>&1)
   if [ $? -ne 0 ] || ! grep -q "verified: resumed at step" <<<"$verify"; then
     fail "trial $trial ($fault, $mode, $np ranks tp=$tp pp=$pp $strategy, exit $status;" \
          "verified as $vnp ranks tp=$vtp pp=$vpp): the last checkpoint did not load:"
@@ -118,8 +148,8 @@ for trial in $(seq 1 "$trials"); do
     fail "trial $trial (SIGTERM, $mode): stopped after step $stopped but $resumed"
     continue
   fi
-  echo "trial $trial: $fault $mode on $np rank(s) tp=$tp pp=$pp $strategy, exit $status ->" \
-       "$resumed as $vnp rank(s) tp=$vtp pp=$vpp"
+  echo "trial $trial: $fault $mode on $np rank(s) tp=$tp pp=$pp $strategy $train_on, exit" \
+       "$status -> $resumed as $vnp rank(s) tp=$vtp pp=$vpp $verify_on"
 done
 echo "$((trials - failures)) of $trials trials recovered"
 [ "$failures" -eq 0 ]

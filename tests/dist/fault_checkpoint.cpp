@@ -6,6 +6,8 @@
 //   braid_fault_checkpoint --dir CKPT --data DATA --mode sync|async|overlapped [--steps 8]
 //                          [--keep 3] [--tp T] [--pp P] [--strategy auto|ddp|zero1] [--verify]
 //                          [--losses]   (dp = ranks / (tp x pp); --losses prints each step's)
+//                          [--device cpu|cuda]   (cuda: one rank; braid_simt_fault_checkpoint
+//                          trains on the emulated device)
 #include <cstdio>
 #include <filesystem>
 #include <map>
@@ -25,8 +27,9 @@ int main(int argc, char** argv) {
   try {
     env = &dist::init(&argc, &argv);
     std::map<std::string, std::string> flags = {
-        {"dir", ""}, {"data", ""}, {"mode", "sync"},     {"steps", "8"},  {"keep", "3"},
-        {"tp", "1"}, {"pp", "1"},  {"strategy", "auto"}, {"verify", "0"}, {"losses", "0"}};
+        {"dir", ""},     {"data", ""},    {"mode", "sync"}, {"steps", "8"},
+        {"keep", "3"},   {"tp", "1"},     {"pp", "1"},      {"strategy", "auto"},
+        {"verify", "0"}, {"losses", "0"}, {"device", "cpu"}};
     for (int i = 1; i < argc; ++i) {
       const std::string key = std::string(argv[i]).substr(2);
       BRAID_CHECK(flags.count(key), "unknown flag {}", argv[i]);
@@ -49,13 +52,13 @@ int main(int argc, char** argv) {
 model {{ vocab_size: 257 n_layer: 2 n_head: 2 n_embd: 32 block_size: 16 }}
 data {{ train_pattern: "{}/train_*.bin" tokenizer: "byte" }}
 optimizer {{ name: "adamw" lr: 1e-3 grad_clip: 1.0 }}
-training {{ steps: {} batch_size: 2 seq_len: 16 val_every: 0 log_every: 100 }}
+training {{ steps: {} batch_size: 2 seq_len: 16 val_every: 0 log_every: 100 device: "{}" }}
 parallel {{ tp: {} pp: {} dp: {} strategy: "{}" }}
 checkpoint {{ dir: "{}" every_steps: 2 mode: "{}" window: 3 keep: {} fallback: false }}
 resume: "latest"
 )",
-                    data.string(), flags["steps"], tp, pp, dp, flags["strategy"], flags["dir"],
-                    flags["mode"], flags["keep"]);
+                    data.string(), flags["steps"], flags["device"], tp, pp, dp, flags["strategy"],
+                    flags["dir"], flags["mode"], flags["keep"]);
     bool trainer_stopped = false;
     train::Trainer trainer(train::parse_config(config, "fault_checkpoint"), env->world());
     if (flags["verify"] == "1") {

@@ -74,6 +74,10 @@ class Checkpointer {
   // `skip`: parameter names this rank must not write (copies written by another rank, such
   // as the tied embedding on the last pipeline stage). A request while an asynchronous write
   // is unfinished first waits for it (logged): never skipped, never overlapping.
+  // State on a device is copied by DMA on its copy stream into pinned host memory, after the
+  // compute stream's work so far; the compute stream's later work waits for the copies, the
+  // host does not (async returns once they are enqueued; the writer waits for them, then
+  // checksums the host copy). No host code reads device memory.
   void save(const nn::Module& model, const optim::Optimizer& optimizer,
             const optim::OwnedState& owned, const TrainingState& state,
             const std::set<std::string>& skip = {});
@@ -100,6 +104,11 @@ class Checkpointer {
   // t0 + window - 1. A request while a window is open is skipped (logged).
   // `owned` is the rank's owned state at that moment (the same shards as at the save).
   void before_update(const optim::OwnedState& owned, float lr, float grad_scale, bool skipped);
+  // The same with the clip scale and skip flag as device scalars (f32 tensors of one element on
+  // the state's device; skip: nonzero), as a device-side clip leaves them: they are copied off
+  // the device with the step's gradients and read when the window replays (no host sync).
+  void before_update(const optim::OwnedState& owned, float lr, const Tensor& grad_scale,
+                     const Tensor& skipped);
   void after_update(const optim::OwnedState& owned, const std::function<TrainingState()>& state);
   bool window_open() const { return window_steps_left_ > 0; }
 
@@ -146,6 +155,8 @@ class Checkpointer {
   // pages stay faulted in. Touched by the writer thread only while the training thread waits
   // for it.
   std::shared_ptr<Storage> spare_image_;
+  // Device state in overlapped mode: the window's pinned staging buffer, kept the same way.
+  std::shared_ptr<Storage> spare_staging_;
   // Set while a save waits for the writer: a prepare() still running stops early.
   std::atomic<bool> stop_preparing_{false};
 };
