@@ -5,7 +5,7 @@
 
 file(GLOB_RECURSE _braid_cu CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/kernels/*.cu)
 file(GLOB_RECURSE _braid_cu_host CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/kernels/*.cpp)
-# Not kernels: the emulator itself; and the NCCL process group, which has no emulated transport.
+# Not kernels: the emulator itself; and the NCCL process group (braid_nccl_simt below).
 # testing/ (the intrinsics probe) is built, for the tests that use it.
 list(FILTER _braid_cu EXCLUDE REGEX "/kernels/simt/")
 list(FILTER _braid_cu_host EXCLUDE REGEX "/kernels/(simt|dist)/")
@@ -25,3 +25,14 @@ target_link_libraries(braid_kernels_simt PUBLIC braid_simt_runtime fmt::fmt
 add_library(braid_simt STATIC ${PROJECT_SOURCE_DIR}/src/ops/kernel_registry.cpp)
 target_compile_definitions(braid_simt PUBLIC BRAID_WITH_CUDA=1 BRAID_SIMT=1)
 target_link_libraries(braid_simt PUBLIC braid_objects PRIVATE braid_kernels_simt)
+
+# NcclProcessGroup on the emulated device over the stand-in transport (MPI on host copies): every
+# kernels/dist source but the NCCL transport and its NCCL helpers. Linked like braid_nccl in the
+# real build; BRAID_WITH_NCCL_STANDIN says that "dist/nccl_process_group.h" is there.
+file(GLOB _braid_dist_simt CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/kernels/dist/*.cpp)
+list(FILTER _braid_dist_simt EXCLUDE REGEX "/kernels/dist/nccl_(transport|support)\\.cpp$")
+add_library(braid_nccl_simt STATIC ${_braid_dist_simt})
+target_compile_definitions(braid_nccl_simt PUBLIC BRAID_WITH_NCCL_STANDIN=1)
+target_include_directories(braid_nccl_simt PRIVATE ${PROJECT_SOURCE_DIR}/src)
+target_link_libraries(braid_nccl_simt PUBLIC braid_simt braid_kernels_simt MPI::MPI_CXX
+                      PRIVATE spdlog::spdlog)

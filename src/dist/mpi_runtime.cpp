@@ -154,9 +154,9 @@ std::string describe_collective(const Diagnosis& d) {
     }
   }
   std::string message = fmt::format(
-      "collective timed out: group '{}' (mpi, {} ranks) {} seq {} ({}) did not complete within "
+      "collective timed out: group '{}' ({}, {} ranks) {} seq {} ({}) did not complete within "
       "{:.1f}s on {}; never joined: {}; not responding: {}",
-      op.group_name, op.world_ranks.size(), op_kind_name(op.kind), op.seq, op.detail, op.elapsed_s,
+      op.group_name, op.backend, op.world_ranks.size(), op_kind_name(op.kind), op.seq, op.detail, op.elapsed_s,
       rank_str(op, op.group_rank), join_or_none(never), join_or_none(silent));
   if (!other_op.empty())
     message += fmt::format("; joined with a different collective: {}", join_or_none(other_op));
@@ -167,6 +167,15 @@ std::string describe_collective(const Diagnosis& d) {
 }
 
 }  // namespace
+
+std::string describe_unasked(const StuckOp& op) {
+  if (!is_collective(op.kind)) return describe_p2p(op);
+  return fmt::format(
+      "collective timed out: group '{}' ({}, {} ranks) {} seq {} ({}) did not complete within "
+      "{:.1f}s on {}; no peer could be asked where it is (no MPI control channel)",
+      op.group_name, op.backend, op.world_ranks.size(), op_kind_name(op.kind), op.seq, op.detail,
+      op.elapsed_s, rank_str(op, op.group_rank));
+}
 
 struct MpiRuntime::Impl {
   MPI_Comm comm = MPI_COMM_NULL;

@@ -69,6 +69,7 @@ struct SeqState {
 struct StuckOp {
   uint64_t group_key = 0;
   std::string group_name;
+  std::string backend = "mpi";  // in the message
   OpKind kind = OpKind::none;
   int64_t seq = 0;  // collectives only
   int peer = -1;    // send/recv: group rank of the other side
@@ -81,7 +82,10 @@ struct StuckOp {
   uint64_t ticket = 0;           // the op's collective-log ticket, to match it on failure
 };
 
-// The control thread's view of a group (implemented by the MPI group state).
+// The timeout message of `op` when no peer could be asked (no control channel).
+std::string describe_unasked(const StuckOp& op);
+
+// The control thread's view of a group (implemented by OpEngine, op_engine.h).
 class MonitoredGroup {
  public:
   virtual ~MonitoredGroup() = default;

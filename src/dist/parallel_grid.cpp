@@ -72,6 +72,26 @@ ParallelGrid::ParallelGrid(ProcessGroupPtr world, std::vector<GridAxis> axes)
   }
 }
 
+ParallelGrid::ParallelGrid(ProcessGroupPtr world, std::vector<GridAxis> axes, Device device,
+                           const DeviceGroupFactory& device_groups)
+    : ParallelGrid(std::move(world), std::move(axes)) {
+  BRAID_CHECK(!device.is_cpu(),
+              "ParallelGrid: device communicators are for a device, not the CPU (the MPI groups "
+              "carry CPU tensors already)");
+  BRAID_CHECK(static_cast<bool>(device_groups),
+              "ParallelGrid: communicators for {} need a device group factory (NCCL: "
+              "braid::dist::nccl_group_factory)",
+              device.str());
+  device_ = device;
+  // In axis order on every rank, so the bootstrap broadcasts pair up.
+  for (size_t i = 0; i < axes_.size(); ++i) {
+    device_groups_.push_back(device_groups(groups_[i], axes_[i].name));
+    BRAID_CHECK(device_groups_.back() != nullptr,
+                "ParallelGrid: the device group factory returned no group for axis '{}'",
+                axes_[i].name);
+  }
+}
+
 int ParallelGrid::index_of(const std::string& axis) const {
   for (size_t i = 0; i < axes_.size(); ++i)
     if (axes_[i].name == axis) return static_cast<int>(i);
@@ -94,6 +114,18 @@ int ParallelGrid::coord(const std::string& axis) const {
 }
 const ProcessGroupPtr& ParallelGrid::group(const std::string& axis) const {
   return groups_[index_of(axis)];
+}
+
+const ProcessGroupPtr& ParallelGrid::group_for(const std::string& axis, Device device) const {
+  const int i = index_of(axis);
+  if (device.is_cpu()) return groups_[i];
+  BRAID_CHECK(device == device_,
+              "the grid has no communicator for tensors on {} along '{}' (it has {}); build it "
+              "with that device and a device group factory",
+              device.str(), axis,
+              device_groups_.empty() ? std::string("only the MPI groups")
+                                     : "communicators for " + device_.str());
+  return device_groups_[i];
 }
 
 int ParallelGrid::world_rank_of(const std::map<std::string, int>& coords) const {

@@ -33,20 +33,25 @@ void DataParallel::setup(nn::Module& model, optim::Optimizer& optimizer,
                          const dist::ParallelGrid& grid) {
   Strategy::setup(model, optimizer, grid);
   autograd::NoGradGuard no_grad;
-  group_ = grid.group("dp");
   const std::map<std::string, nn::ShardSpec> shards = model.shard_specs();
+  BRAID_CHECK(!optimizer.params().empty(), "data parallel needs parameters to synchronise");
+  device_ = optimizer.params().front().param.device();
   for (const auto& entry : optimizer.params()) {
     auto shard = shards.find(entry.name);
     tp_sharded_.push_back(shard != shards.end() && !shard->second.is_whole());
     const SharedParameter* copy = find_shared(shared_, entry.param);
     counted_.push_back(!copy || copy->counted);
-    BRAID_CHECK(entry.param.dtype() == DType::f32 && entry.param.device().is_cpu(),
-                "data parallel handles f32 host parameters for now; '{}' is {} on {}", entry.name,
-                entry.param.str(), entry.param.device().str());
+    BRAID_CHECK(entry.param.dtype() == DType::f32,
+                "data parallel handles f32 parameters; '{}' is {}", entry.name, entry.param.str());
+    BRAID_CHECK(entry.param.device() == device_,
+                "data parallel needs every parameter on one device: '{}' is on {}, '{}' on {}",
+                entry.name, entry.param.device().str(), optimizer.params().front().name,
+                device_.str());
     params_.push_back(entry.param);
     weight_decay_.push_back(entry.weight_decay);
   }
-  BRAID_CHECK(!params_.empty(), "data parallel needs parameters to synchronise");
+  group_ = grid.group_for("dp", device_);
+  host_group_ = grid.group("dp");
   if (options_.zero1)
     BRAID_CHECK(dynamic_cast<optim::AdamW*>(&optimizer) != nullptr,
                 "zero1 shards AdamW's state; the optimizer here is not AdamW (use strategy ddp)");
@@ -59,8 +64,8 @@ void DataParallel::setup(nn::Module& model, optim::Optimizer& optimizer,
     param_offset_[k] = total;
     total += params_[k].numel();
   }
-  flat_grads_ = Tensor::zeros({total});
-  flat_params_ = Tensor::zeros({total});
+  flat_grads_ = Tensor::zeros({total}, DType::f32, device_);
+  flat_params_ = Tensor::zeros({total}, DType::f32, device_);
   const int64_t bucket_elems =
       std::max<int64_t>(1, static_cast<int64_t>(options_.bucket_mb * (1 << 20) / sizeof(float)));
   bucket_of_.assign(params_.size(), 0);
@@ -99,9 +104,9 @@ void DataParallel::setup(nn::Module& model, optim::Optimizer& optimizer,
       }
       shard += cl;
     }
-    shard_grads_ = Tensor::zeros({shard});
-    exp_avg_ = Tensor::zeros({shard});
-    exp_avg_sq_ = Tensor::zeros({shard});
+    shard_grads_ = Tensor::zeros({shard}, DType::f32, device_);
+    exp_avg_ = Tensor::zeros({shard}, DType::f32, device_);
+    exp_avg_sq_ = Tensor::zeros({shard}, DType::f32, device_);
   }
   log().info("{}: {} parameters ({:.1f} MiB) in {} buckets over dp={}", name(), params_.size(),
              static_cast<double>(total) * 4 / (1 << 20), buckets_.size(), group_->size());
@@ -164,7 +169,7 @@ optim::ClipResult DataParallel::clip(float max_norm) {
   Tensor squares = Tensor::from_vector(
       std::vector<float>{static_cast<float>(local.sharded), static_cast<float>(local.replicated)},
       {2});
-  group_->all_reduce(squares, dist::ReduceOp::sum)->wait();
+  host_group_->all_reduce(squares, dist::ReduceOp::sum)->wait();
   const std::vector<float> dp_total = squares.to_vector();
   return optim::clip_for_norm(global_grad_norm({dp_total[0], dp_total[1]}, *grid_), max_norm);
 }
@@ -195,7 +200,7 @@ void DataParallel::step(float lr, float grad_scale) {
         {&v.param, &v.grad, &v.exp_avg, &v.exp_avg_sq,
          ops::AdamWHyper{lr, adamw.beta1, adamw.beta2, adamw.eps, weight_decay_[s.param], step_}});
   }
-  ops::kernel<ops::AdamWGroupKernel>(Device::cpu())(updates, grad_scale);
+  ops::kernel<ops::AdamWGroupKernel>(device_)(updates, grad_scale);
   // Every rank gathers every bucket's updated chunks.
   std::vector<dist::WorkPtr> works;
   std::vector<Tensor> sent;
@@ -209,7 +214,7 @@ void DataParallel::step(float lr, float grad_scale) {
 
 double DataParallel::reduce_metric(double value) {
   Tensor t = Tensor::full({1}, static_cast<float>(value));
-  group_->all_reduce(t, dist::ReduceOp::avg)->wait();
+  host_group_->all_reduce(t, dist::ReduceOp::avg)->wait();
   return t.item();
 }
 
@@ -241,7 +246,8 @@ void DataParallel::gather_optimizer_state(optim::Optimizer& optimizer) {
   autograd::NoGradGuard no_grad;
   // Every rank's chunks of each bucket, gathered into whole flat moments.
   const int64_t total = flat_params_.numel();
-  Tensor m = Tensor::zeros({total}), v = Tensor::zeros({total});
+  Tensor m = Tensor::zeros({total}, DType::f32, device_);
+  Tensor v = Tensor::zeros({total}, DType::f32, device_);
   std::vector<dist::WorkPtr> works;
   for (const Bucket& b : buckets_) {
     Tensor m_out = m.narrow(0, b.begin, b.end - b.begin);

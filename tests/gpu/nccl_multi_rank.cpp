@@ -274,8 +274,8 @@ void check_split(NcclProcessGroup& g) {
   expect((only0 != nullptr) == (g.rank() == 0), "split: color < 0 gets nullptr");
 }
 
-// Last: rank 1 skips a collective on a group with a 3 s timeout; rank 0's Work must fail with a
-// message naming group, op and sequence number, and say that NCCL cannot name the missing rank.
+// Last: rank 1 skips a collective on a group with a 3 s timeout; rank 0's Work must fail with the
+// engine's diagnosis: group, op, sequence number and the rank that never joined.
 void check_timeout(const std::shared_ptr<NcclProcessGroup>& world) {
   auto group = std::static_pointer_cast<NcclProcessGroup>(world->split_by_color(0, 0, "doomed"));
   group->set_timeout(std::chrono::seconds(3));
@@ -291,7 +291,8 @@ void check_timeout(const std::shared_ptr<NcclProcessGroup>& world) {
       message = e.what();
     }
     for (const char* part : {"collective timed out", "group 'doomed' (nccl, 2 ranks)",
-                             "all_reduce seq 2", "cannot tell which ranks never joined"})
+                             "all_reduce seq 2",
+                             "never joined: rank 1 [last issued seq 1, started seq 1]"})
       expect(message.find(part) != std::string::npos,
              fmt::format("timeout message lacks '{}': '{}'", part, message));
     // The group stays failed.

@@ -1,5 +1,6 @@
-// The MPI backend of ProcessGroup, for CPU tensors: a private communicator per group and a
-// progress thread that runs the group's operations in issue order, so compute overlaps them.
+// The MPI backend of ProcessGroup, for CPU tensors: a private communicator per group, and the
+// shared operation engine's progress thread running the group's operations in issue order, so
+// compute overlaps them.
 //
 // Semantics beyond process_group.h:
 // - Tensors must live on the CPU and be dense (is_contiguous()); anything else throws at issue
@@ -43,7 +44,7 @@
 namespace braid::dist {
 
 namespace detail {
-class MpiGroupState;
+class OpEngine;
 }
 
 class MpiProcessGroup final : public ProcessGroup {
@@ -81,7 +82,9 @@ class MpiProcessGroup final : public ProcessGroup {
   // Takes ownership of `owned` (already private to braid, e.g. from a split).
   MpiProcessGroup(Adopt, MPI_Comm owned, std::string name, std::chrono::milliseconds timeout);
 
-  std::shared_ptr<detail::MpiGroupState> state_;
+  MPI_Comm comm_ = MPI_COMM_NULL;       // the group's own (broadcast, barrier, split, send/recv)
+  MPI_Comm ring_comm_ = MPI_COMM_NULL;  // braid's ring collectives only (mpi_ring.h)
+  std::shared_ptr<detail::OpEngine> engine_;  // queue, progress thread, timeouts (op_engine.h)
 };
 
 }  // namespace braid::dist

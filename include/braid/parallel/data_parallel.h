@@ -5,6 +5,12 @@
 // so the gradients that are ready first (the last layers) fill the first buckets. Each
 // bucket is reduced as soon as all its parameters fired their grad-ready hook during the
 // last micro-batch's backward; earlier micro-batches only accumulate.
+//
+// On a device (parameters on cuda) the flat buffers live there and the buckets go through the
+// grid's device communicator of the dp axis (ParallelGrid::group_for): each reduction is issued
+// from the hook on the group's stream, ordered after the gradient's producer by an event on the
+// compute stream, and finish_backward makes the compute stream wait for them (Work::wait orders
+// the stream): no host synchronisation per bucket.
 #pragma once
 
 #include <unordered_map>
@@ -77,7 +83,9 @@ class DataParallel final : public Strategy {
   int64_t chunk_length(const Bucket& b) const;
 
   DataParallelOptions options_;
-  dist::ProcessGroupPtr group_;
+  dist::ProcessGroupPtr group_;       // the dp axis for the parameters' device
+  dist::ProcessGroupPtr host_group_;  // the dp axis's MPI group: host scalars (metrics, norms)
+  Device device_;                     // where the parameters and flat buffers live
   std::vector<Tensor> params_;
   std::vector<int64_t> param_offset_;  // start of each parameter in the flat buffers
   std::vector<size_t> bucket_of_;      // parameter -> bucket
