@@ -1,18 +1,22 @@
 // Checkpoint stall: how long training stops for each checkpoint mode, and what it costs after.
 //   checkpoint_stall [--models small,124m --every 10,50 --modes sync,async
 //                     --steps-small 60 --steps-124m 30 --warmup 2 --after 2 --pairs 6
-//                     --threads 0 --window 7
+//                     --threads 0 --window 7 --device cpu
 //                     --json benchmarks/results/checkpoint_stall.json]
 // benchmarks/checkpoint_stall.sh runs it from any folder with the build's binary.
 //
-// One process, one rank. For every (model, interval, mode) a fresh Trainer (AdamW, grad clip
-// 1.0, checkpoint keep 2, every_steps 0, checkpoint.window from --window) runs `warmup`
+// One process, one rank, on the CPU or (--device cuda) the state on a CUDA device. For every
+// (model, interval, mode) a fresh Trainer (AdamW, grad clip 1.0, checkpoint keep 2,
+// every_steps 0, checkpoint.window from --window) runs `warmup`
 // untimed steps, then the measured steps, calling save_checkpoint() after measured step k
 // whenever k % every == 0. Per row:
 //   ckpts      save_checkpoint() calls / checkpoints committed by the end of the run (a mode
 //              that finishes a checkpoint steps later may leave the last one unwritten);
 //   stall      wall time of the save_checkpoint() call: what training waits for (mean over
-//              the run's checkpoints), also as a fraction of an ordinary step;
+//              the run's checkpoints), also as a fraction of an ordinary step. On a device
+//              the host runs up to two steps ahead of it: the steps already issued are waited
+//              for first (Trainer::sync_device_metrics), outside the stall, so the stall is
+//              the time the device has no training work;
 //   step       median wall time of the ordinary steps: those not among the `after` (--after,
 //              default 2) steps that follow a checkpoint;
 //   after      the mean of the `after` steps after a checkpoint / the ordinary step, median
@@ -95,9 +99,11 @@ struct ModelSpec {
 };
 
 // "small": the byte-level GPT of the examples; "124m": GPT-2 124M's shape with short sequences
-// so one step stays within seconds on two cores (the state, and so the checkpoint, is full size).
+// so one step stays within seconds on two cores (the state, and so the checkpoint, is full size);
+// "gpt2": GPT-2 124M as it trains on a GPU (4 sequences of 1024 tokens a step).
 const std::vector<ModelSpec> kModels = {{"small", 4, 256, 4, 257, 128, 4, "steps-small"},
-                                        {"124m", 12, 768, 12, 50257, 64, 1, "steps-124m"}};
+                                        {"124m", 12, 768, 12, 50257, 64, 1, "steps-124m"},
+                                        {"gpt2", 12, 768, 12, 50257, 1024, 4, "steps-gpt2"}};
 
 struct SaveSample {
   int64_t after_step = 0;    // measured step the checkpoint follows (1-based)
@@ -160,25 +166,26 @@ int64_t folder_bytes(const fs::path& folder) {
 
 std::unique_ptr<train::Trainer> make_trainer(const ModelSpec& m, const std::string& mode,
                                              int64_t window, int64_t threads,
-                                             const fs::path& data_dir, const fs::path& ckpt_dir) {
+                                             const std::string& device, const fs::path& data_dir,
+                                             const fs::path& ckpt_dir) {
   fs::remove_all(ckpt_dir);
   const std::string config =
       fmt::format(R"(
 model {{ vocab_size: {} n_layer: {} n_head: {} n_embd: {} block_size: {} }}
 data {{ train_pattern: "{}/train_*.bin" tokenizer: "byte" }}
 optimizer {{ name: "adamw" lr: 1e-4 weight_decay: 0.1 grad_clip: 1.0 }}
-training {{ steps: 1000000 batch_size: {} seq_len: {} val_every: 0 log_every: 1000000 threads: {} seed: 1 }}
+training {{ steps: 1000000 batch_size: {} seq_len: {} val_every: 0 log_every: 1000000 threads: {} seed: 1 device: "{}" }}
 checkpoint {{ dir: "{}" mode: "{}" window: {} keep: 2 every_steps: 0 }}
 )",
                   m.vocab, m.layers, m.heads, m.width, m.seq, data_dir.string(), m.batch, m.seq,
-                  threads, ckpt_dir.string(), mode, window);
+                  threads, device, ckpt_dir.string(), mode, window);
   return std::make_unique<train::Trainer>(train::parse_config(config, "checkpoint_stall"));
 }
 
 RunResult run(const ModelSpec& m, int64_t steps, int64_t every, int64_t after,
               const std::string& mode, int64_t window, int64_t warmup, int64_t threads,
-              const fs::path& data_dir, const fs::path& ckpt_dir) {
-  const auto owned_trainer = make_trainer(m, mode, window, threads, data_dir, ckpt_dir);
+              const std::string& device, const fs::path& data_dir, const fs::path& ckpt_dir) {
+  const auto owned_trainer = make_trainer(m, mode, window, threads, device, data_dir, ckpt_dir);
   train::Trainer& trainer = *owned_trainer;
   // The first steps allocate the optimizer state and warm the caches: not a checkpoint's cost.
   // Then the snapshot buffer is prepared, as fit() does after its first step (waited for
@@ -229,6 +236,7 @@ RunResult run(const ModelSpec& m, int64_t steps, int64_t every, int64_t after,
     const MemoryStats before = host_memory_stats();
     rss_before = reset_rss_peak() ? proc_status_bytes("VmRSS") : -1;
     reset_host_peak();
+    trainer.sync_device_metrics();  // on a device: the steps issued so far finish first
     const auto t_save = Clock::now();
     trainer.save_checkpoint();
     s.stall_ms = ms_since(t_save);
@@ -264,10 +272,10 @@ struct PairedResult {
 };
 
 PairedResult run_paired(const ModelSpec& m, int64_t every, int64_t pairs, const std::string& mode,
-                        int64_t window, int64_t warmup, int64_t threads, const fs::path& data_dir,
-                        const fs::path& ckpt_dir) {
+                        int64_t window, int64_t warmup, int64_t threads, const std::string& device,
+                        const fs::path& data_dir, const fs::path& ckpt_dir) {
   PairedResult r;
-  const auto trainer = make_trainer(m, mode, window, threads, data_dir, ckpt_dir);
+  const auto trainer = make_trainer(m, mode, window, threads, device, data_dir, ckpt_dir);
   // An overlapped checkpoint commits window - 1 steps after save(): it must land in its interval.
   if (mode == "overlapped" && every < trainer->config().checkpoint().window()) return r;
   for (int64_t i = 0; i < warmup; ++i) trainer->train_step();
@@ -278,6 +286,7 @@ PairedResult run_paired(const ModelSpec& m, int64_t every, int64_t pairs, const 
     if (checkpointed) trainer->save_checkpoint();
     for (int64_t k = 0; k < every; ++k) trainer->train_step();
     if (checkpointed) trainer->wait_for_checkpoint();
+    trainer->sync_device_metrics();  // on a device: the interval ends when its steps have run
     return ms_since(t0);
   };
   for (int64_t p = 0; p < pairs; ++p) {
@@ -377,16 +386,18 @@ std::string cell(double v, int width, int decimals) {
 }
 
 const std::vector<bench::FlagSpec> kFlags = {
-    {"models", "LIST", "small,124m", "models to run (small, 124m)"},
+    {"models", "LIST", "small,124m", "models to run (small, 124m, gpt2)"},
     {"every", "LIST", "10,50", "checkpoint intervals in steps"},
     {"modes", "LIST", "sync,async", "checkpoint modes (ckpt::Mode names)"},
     {"steps-small", "N", "60", "measured steps of the small model"},
     {"steps-124m", "N", "30", "measured steps of the 124M model"},
+    {"steps-gpt2", "N", "40", "measured steps of the GPT-2 model (T=1024; for a GPU)"},
     {"warmup", "N", "2", "untimed steps first"},
     {"after", "N", "2", "steps after a checkpoint charged to it"},
     {"pairs", "N", "6", "interval pairs of the paired cost measurement (0: none)"},
     {"threads", "N", "0", "OpenMP threads (0: OpenMP decides)"},
     {"window", "N", "7", "checkpoint.window of the overlapped mode"},
+    {"device", "D", "cpu", "training.device: cpu, or cuda (the state on the GPU)"},
     {"json", "FILE", "benchmarks/results/checkpoint_stall.json", "where to write the results"}};
 const Usage kUsage = bench::bench_usage(
     "checkpoint_stall",
@@ -416,7 +427,7 @@ int main(int argc, char** argv) {
     for (const auto& name : split(flags["models"])) {
       const auto it = std::find_if(kModels.begin(), kModels.end(),
                                    [&](const ModelSpec& m) { return m.name == name; });
-      BRAID_CHECK(it != kModels.end(), "unknown model '{}' (expected small or 124m)", name);
+      BRAID_CHECK(it != kModels.end(), "unknown model '{}' (expected small, 124m or gpt2)", name);
       models.push_back(*it);
     }
     const int64_t warmup = braid::parse_integer("--warmup", flags["warmup"]),
@@ -428,6 +439,7 @@ int main(int argc, char** argv) {
     const int64_t window = braid::parse_integer("--window", flags["window"]);
     BRAID_CHECK(window >= 1, "--window must be >= 1 (steps an overlapped window spans), got {}",
                 window);
+    const std::string device = flags["device"];
 
     nlohmann::json rows = nlohmann::json::array();
     const std::string header = fmt::format(
@@ -450,11 +462,13 @@ int main(int argc, char** argv) {
       for (const int64_t every : intervals) {
         for (const auto& mode : modes) {
           const RunResult r =
-              run(m, steps, every, after, mode, window, warmup, threads, data_dir, tmp / "ckpt");
+              run(m, steps, every, after, mode, window, warmup, threads, device, data_dir,
+                  tmp / "ckpt");
           const Row row = summarise(r, steps, after);
-          const PairedResult paired = pairs > 0 ? run_paired(m, every, pairs, mode, window, warmup,
-                                                             threads, data_dir, tmp / "ckpt")
-                                                : PairedResult{};
+          const PairedResult paired =
+              pairs > 0 ? run_paired(m, every, pairs, mode, window, warmup, threads, device,
+                                     data_dir, tmp / "ckpt")
+                        : PairedResult{};
           fs::remove_all(tmp / "ckpt");
           std::vector<double> paired_pct;
           for (size_t i = 0; i < paired.cost_ms.size(); ++i)
@@ -484,6 +498,7 @@ int main(int argc, char** argv) {
                              {"held_after_save_bytes", s.held_bytes},
                              {"rss_growth_bytes", s.rss_growth_bytes}});
           rows.push_back({{"model", m.name},
+                          {"device", device},
                           {"layers", m.layers},
                           {"width", m.width},
                           {"heads", m.heads},

@@ -178,41 +178,44 @@ StepMetrics Trainer::train_step() {
   const auto& tr = config_.training();
   const auto t0 = std::chrono::steady_clock::now();
   reset_host_peak();
-  if (!device_.is_cpu()) return device_step(t0);
   optimizer_->zero_grad();
   const parallel::StepLoss pass =
-      strategy_->forward_backward(*model_, {batch_source_, tr.grad_accum_steps(), step_});
+      strategy_->forward_backward(*model_, {step_batches(), tr.grad_accum_steps(), step_});
   strategy_->finish_backward();
   StepMetrics m;
   m.step = step_;
-  m.loss = static_cast<float>(strategy_->reduce_metric(pass.loss));
-  const int64_t tokens = pass.tokens * grid_->size("dp");
   m.lr = schedule_.at(step_);
   const optim::ClipResult clip =
       strategy_->clip(static_cast<float>(config_.optimizer().grad_clip()));
-  m.grad_norm = clip.norm;
-  if (!std::isfinite(m.loss) || !std::isfinite(clip.norm)) {
-    BRAID_CHECK(tr.skip_nonfinite_steps(),
-                "loss {} / gradient norm {} is not finite at step {}; lower optimizer.lr, or set "
-                "training.skip_nonfinite_steps: true to skip such steps",
-                m.loss, clip.norm, step_ + 1);
-    m.skipped = true;
-    log().warn("step {}: non-finite loss {} or gradient norm {}; update skipped", step_ + 1, m.loss,
-               clip.norm);
-  }
-  // An overlapped checkpoint records exactly what this update uses.
   const bool window = checkpointer_ && checkpointer_->window_open();
-  if (window)
-    checkpointer_->before_update(strategy_->owned_state(*optimizer_), m.lr, clip.scale, m.skipped);
-  if (!m.skipped) strategy_->step(m.lr, clip.scale);
+  if (device_metrics_) {
+    // The loss, norm, scale and skip flag stay on the device: the update reads them there, an
+    // overlapped checkpoint copies them with the step's gradients, and the host learns them at
+    // the next readback (absorb), so m.loss and m.grad_norm stay NaN here.
+    const Tensor record = device_verdict(pass, clip);
+    if (window)
+      checkpointer_->before_update(strategy_->owned_state(*optimizer_), m.lr,
+                                   record.narrow(0, ops::kRecordScale, 1),
+                                   record.narrow(0, ops::kRecordSkip, 1));
+    strategy_->step(m.lr, 1.0f);  // a non-finite step is skipped on the device
+  } else {
+    host_verdict(pass, clip, m);
+    // An overlapped checkpoint records exactly what this update uses.
+    if (window)
+      checkpointer_->before_update(strategy_->owned_state(*optimizer_), m.lr, clip.scale,
+                                   m.skipped);
+    if (!m.skipped) strategy_->step(m.lr, clip.scale);
+  }
   ++step_;
   if (window)
     checkpointer_->after_update(strategy_->owned_state(*optimizer_),
                                 [this] { return training_state(); });
   m.step_ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-  m.tokens_per_s = static_cast<double>(tokens) / (m.step_ms / 1e3);
   // tokens_per_s counts every data-parallel rank; so does the peak (each rank measured its own).
+  // On a device the host's step time is the device's: batch staging keeps the host within two
+  // steps of it.
+  m.tokens_per_s = static_cast<double>(pass.tokens * grid_->size("dp")) / (m.step_ms / 1e3);
   const double job_peak = peak_flops_ * grid_->world()->size();
   m.mfu = job_peak > 0 ? m.tokens_per_s * flops_per_token_ / job_peak : 0;
   // Said once, at the first step above the peak.
@@ -222,68 +225,54 @@ StepMetrics Trainer::train_step() {
     log().warn("{}",
                peak_exceeded_warning(m.mfu, peak_flops_, config_.training().peak_flops() > 0));
   m.peak_bytes = host_memory_stats().peak_bytes;
+  if (!device_.is_cpu()) {
+    const DeviceMemoryStats memory = device_memory_stats(device_);
+    m.on_device = true;
+    m.device_allocated_bytes = memory.allocated_bytes;
+    m.device_reserved_bytes = memory.reserved_bytes;
+    m.device_peak_bytes = memory.peak_allocated_bytes;
+    m.device_mallocs = memory.device_mallocs;
+  }
   history_.push_back(m);
   return m;
 }
 
-StepMetrics Trainer::device_step(const std::chrono::steady_clock::time_point& t0) {
-  const auto& tr = config_.training();
-  optimizer_->zero_grad();
+std::function<data::Batch()> Trainer::step_batches() {
+  if (!device_batches_) return batch_source_;
   // Each batch comes from the one staged ahead; the sampler's state before the newly staged one
   // is what a checkpoint of this step resumes from.
-  const auto next = [this] {
+  return [this] {
     return device_batches_->next(batch_source_, [this] {
       if (train_sampler_) staged_sampler_state_ = train_sampler_->state();
     });
   };
-  const parallel::StepLoss pass =
-      strategy_->forward_backward(*model_, {next, tr.grad_accum_steps(), step_});
-  strategy_->finish_backward();
+}
+
+void Trainer::host_verdict(const parallel::StepLoss& pass, const optim::ClipResult& clip,
+                           StepMetrics& m) {
+  m.loss = static_cast<float>(strategy_->reduce_metric(pass.loss));
+  m.grad_norm = clip.norm;
+  if (std::isfinite(m.loss) && std::isfinite(clip.norm)) return;
+  BRAID_CHECK(config_.training().skip_nonfinite_steps(),
+              "loss {} / gradient norm {} is not finite at step {}; lower optimizer.lr, or set "
+              "training.skip_nonfinite_steps: true to skip such steps",
+              m.loss, clip.norm, step_ + 1);
+  m.skipped = true;
+  log().warn("step {}: non-finite loss {} or gradient norm {}; update skipped", step_ + 1, m.loss,
+             clip.norm);
+}
+
+Tensor Trainer::device_verdict(const parallel::StepLoss& pass, const optim::ClipResult& clip) {
   BRAID_CHECK(pass.device_loss.defined(),
               "strategy '{}' returned no device loss for a model on {} (StepLoss::device_loss)",
               strategy_->name(), device_.str());
-  StepMetrics m;
-  m.step = step_;
-  m.loss = std::nanf("");
-  m.grad_norm = std::nan("");
-  const int64_t tokens = pass.tokens * grid_->size("dp");
-  m.lr = schedule_.at(step_);
-  const optim::ClipResult clip =
-      strategy_->clip(static_cast<float>(config_.optimizer().grad_clip()));
   BRAID_CHECK(clip.device.defined(), "strategy '{}' clipped the gradients on {} on the host",
               strategy_->name(), device_.str());
-  // The verdict and the update read the loss, norm and scale where they are: on the device.
   Tensor record = device_metrics_->record_for(step_);
   ops::kernel<ops::StepVerdictKernel>(device_)(pass.device_loss, clip.device, step_, record,
                                                device_metrics_->state());
   optimizer_->set_device_step(record, device_metrics_->state());
-  const bool window = checkpointer_ && checkpointer_->window_open();
-  if (window) {
-    // An overlapped checkpoint replays this update on the host: it needs the scale now.
-    const std::vector<float> r = record.to_vector();
-    checkpointer_->before_update(strategy_->owned_state(*optimizer_), m.lr, r[ops::kRecordScale],
-                                 r[ops::kRecordSkip] != 0.0f);
-  }
-  strategy_->step(m.lr, 1.0f);  // a non-finite step is skipped on the device
-  ++step_;
-  if (window)
-    checkpointer_->after_update(strategy_->owned_state(*optimizer_),
-                                [this] { return training_state(); });
-  // The host's time per step: batch staging keeps the host within two steps of the device.
-  m.step_ms =
-      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-  m.tokens_per_s = static_cast<double>(tokens) / (m.step_ms / 1e3);
-  const double job_peak = peak_flops_ * grid_->world()->size();
-  m.mfu = job_peak > 0 ? m.tokens_per_s * flops_per_token_ / job_peak : 0;
-  m.peak_bytes = host_memory_stats().peak_bytes;
-  const DeviceMemoryStats memory = device_memory_stats(device_);
-  m.on_device = true;
-  m.device_allocated_bytes = memory.allocated_bytes;
-  m.device_reserved_bytes = memory.reserved_bytes;
-  m.device_peak_bytes = memory.peak_allocated_bytes;
-  m.device_mallocs = memory.device_mallocs;
-  history_.push_back(m);
-  return m;
+  return record;
 }
 
 void Trainer::absorb(const std::vector<DeviceReadback>& readbacks, bool log_steps) {

@@ -1,8 +1,20 @@
 #!/usr/bin/env bash
 # The one script a GPU machine runs: builds braid with CUDA, runs the GPU test binary and the
-# micro benchmarks, prints a summary table and leaves every log under ${OUT:-./gpu-out}.
+# micro benchmarks, trains on the device against the CPU and against PyTorch, measures the
+# checkpoint stall there, prints a summary table and leaves every log under ${OUT:-./gpu-out}.
 #
 #   tests/gpu/run_device_checks.sh
+#
+# Training phases (each skipped when its binary or data is missing):
+#   train-cpu, train-cuda  the tiny config (examples/gpt/configs/tiny.textproto) for 50 steps
+#                          on the KJV shards of data/kjv (examples/gpt/prepare_data.sh makes
+#                          them; carry data/ to the device machine), once per device
+#   compare-losses         tests/gpu/compare_losses.py: every step within 1e-4 relative
+#   step-vs-torch          GPT-2 124M (T=1024, B=4) fp32 step time: gpt_step_bench --device cuda
+#                          and benchmarks/reference/torch_gpt.py --device cuda (TF32 off in
+#                          both), and their ratio
+#   checkpoint-stall       benchmarks/checkpoint_stall --device cuda --models gpt2 --every 10
+#                          over sync, async and overlapped
 #
 # Environment (all optional):
 #   OUT                    where logs go (default ./gpu-out)
@@ -12,23 +24,25 @@
 #   BRAID_CUDA_ARCHS       CMAKE_CUDA_ARCHITECTURES (default 90: Hopper)
 #   BRAID_JOBS             parallel build jobs (default: all cores)
 #   BRAID_SKIP_BENCH=1     skip the micro benchmarks
+#   BRAID_SKIP_TRAIN=1     skip the training phases
+#   TORCH_PYTHON           the interpreter with PyTorch 2.x and CUDA (default python3)
 #   BRAID_CPU_GEMM         onednn or openblas (default: onednn when oneapi/dnnl/dnnl.h is in
 #                          /usr/include or the deps prefix, i.e. libdnnl-dev, libdnnl2 and
 #                          ocl-icd-libopencl1 were unpacked; else openblas)
-#   BRAID_TIMEOUT_CONFIGURE, _BUILD, _TEST, _BENCH   per-phase limits in seconds
+#   BRAID_TIMEOUT_CONFIGURE, _BUILD, _TEST, _BENCH, _TRAIN   per-phase limits in seconds
 #
 # Each phase runs under `timeout`, appends to a log in $OUT and is recorded in the summary; a
 # phase whose prerequisite failed is reported as skipped. $OUT receives at most 8 files
 # (environment, configure, build, test and bench logs, the gtest XML, the benchmark JSON, the
-# summary), which is what the device machine hands back. Exit status: 0 when every phase that
-# ran passed.
+# summary, and the JSON of the training phases), which is what the device machine hands back.
+# Exit status: 0 when every phase that ran passed.
 set -uo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 out=${OUT:-./gpu-out}
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
-rm -f "$out"/{environment,configure,build,test,bench}.log "$out"/summary.txt
+rm -f "$out"/{environment,configure,build,test,bench,train}.log "$out"/summary.txt
 build=${BRAID_BUILD_DIR:-$root/build-gpu}
 archs=${BRAID_CUDA_ARCHS:-90}
 jobs=${BRAID_JOBS:-$(nproc)}
@@ -36,6 +50,8 @@ t_configure=${BRAID_TIMEOUT_CONFIGURE:-300}
 t_build=${BRAID_TIMEOUT_BUILD:-900}
 t_test=${BRAID_TIMEOUT_TEST:-300}
 t_bench=${BRAID_TIMEOUT_BENCH:-300}
+t_train=${BRAID_TIMEOUT_TRAIN:-240}
+torch_python=${TORCH_PYTHON:-python3}
 
 summary=()  # "phase|status|seconds|log"
 failed=0
@@ -123,7 +139,7 @@ if [ -z "$cpu_gemm" ]; then
 fi
 echo "CPU GEMM: $cpu_gemm"
 cmake_args=(-S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release -DBRAID_CUDA=ON
-  -DCMAKE_CUDA_ARCHITECTURES="$archs" -DBRAID_BUILD_TESTS=ON -DBRAID_BUILD_EXAMPLES=OFF
+  -DCMAKE_CUDA_ARCHITECTURES="$archs" -DBRAID_BUILD_TESTS=ON -DBRAID_BUILD_EXAMPLES=ON
   -DBRAID_CPU_GEMM="$cpu_gemm")
 configured=0
 if run_phase configure configure.log "$t_configure" cmake "${cmake_args[@]}" -DBRAID_BUILD_BENCHMARKS="$bench_flag"; then
@@ -135,8 +151,9 @@ elif [ "$bench_flag" = ON ]; then
     -DBRAID_BUILD_BENCHMARKS=OFF && configured=1
 fi
 
-targets=(braid_test_gpu)
+targets=(braid_test_gpu pretrain_gpt)
 [ "$bench_flag" = ON ] && [ -d "$root/benchmarks/micro" ] && targets+=(braid_micro_bench)
+[ "$bench_flag" = ON ] && targets+=(gpt_step_bench checkpoint_stall)
 built=0
 if [ "$configured" = 1 ]; then
   run_phase build build.log "$t_build" cmake --build "$build" -j "$jobs" --target "${targets[@]}" && built=1
@@ -160,6 +177,63 @@ elif [ -x "$bench_bin" ]; then
     --benchmark_out="$out/micro_bench.json" --benchmark_out_format=json
 else
   skip_phase bench "no benchmark binary"
+fi
+
+# ---- training on the device --------------------------------------------------------------------
+runs="$build/device-runs"
+pretrain="$build/examples/pretrain_gpt"
+if [ "${BRAID_SKIP_TRAIN:-0}" = 1 ]; then
+  skip_phase training "BRAID_SKIP_TRAIN=1"
+elif [ "$built" = 0 ] || [ ! -x "$pretrain" ]; then
+  skip_phase training "pretrain_gpt not built"
+elif ! ls "$root"/data/kjv/kjv_train_*.bin >/dev/null 2>&1; then
+  skip_phase training "no data/kjv shards (run examples/gpt/prepare_data.sh and carry data/)"
+else
+  rm -rf "$runs"
+  mkdir -p "$runs"
+  # Same config, data and seed on both devices; no checkpoints, validation or samples.
+  tiny=(--config "$root/examples/gpt/configs/tiny.textproto" --steps 50
+    --set training.log_every=1 --set training.val_every=0 --set sample.tokens=0
+    --set checkpoint.dir="" --set checkpoint.every_steps=0 --set resume="")
+  cd "$root"  # the config's data paths are relative to the repository
+  for device in cpu cuda; do
+    # The run's own log, for the comparison, and a copy in train.log.
+    run_phase "train-$device" train.log "$t_train" bash -o pipefail -c \
+      'log=$1; shift; "$@" 2>&1 | tee "$log"' _ "$runs/$device.log" "$pretrain" "${tiny[@]}" \
+      --set training.device=$device
+  done
+  run_phase compare-losses train.log 30 python3 "$root/tests/gpu/compare_losses.py" \
+    "$runs/cpu.log" "$runs/cuda.log" --rtol 1e-4
+fi
+
+step_bench="$build/benchmarks/gpt_step_bench"
+gpt2=(--layers 12 --heads 12 --width 768 --vocab 50257 --batch 4 --seq 1024 --steps 10 --warmup 3)
+if [ "${BRAID_SKIP_TRAIN:-0}" = 1 ] || [ ! -x "$step_bench" ] || [ "$built" = 0 ]; then
+  skip_phase step-vs-torch "gpt_step_bench not built or training skipped"
+else
+  run_phase step-braid train.log "$t_train" "$step_bench" "${gpt2[@]}" --device cuda \
+    --json "$out/step_braid_cuda.json"
+  run_phase step-torch train.log "$t_train" "$torch_python" \
+    "$root/benchmarks/reference/torch_gpt.py" "${gpt2[@]}" --device cuda \
+    --json "$out/step_torch_cuda.json"
+  if [ -f "$out/step_braid_cuda.json" ] && [ -f "$out/step_torch_cuda.json" ]; then
+    python3 - "$out/step_braid_cuda.json" "$out/step_torch_cuda.json" <<'PY' | tee -a "$out/train.log"
+import json, sys
+braid, torch = (json.load(open(p)) for p in sys.argv[1:3])
+print(f"GPT-2 124M fp32 step (B=4, T=1024): braid {braid['median_ms']:.1f} ms, "
+      f"PyTorch {torch['median_ms']:.1f} ms ({torch['torch_version']}, {torch['attention']}, "
+      f"AdamW {torch['adamw']}): PyTorch / braid = {torch['median_ms'] / braid['median_ms']:.2f}")
+PY
+  fi
+fi
+
+stall_bench="$build/benchmarks/checkpoint_stall"
+if [ "${BRAID_SKIP_TRAIN:-0}" = 1 ] || [ ! -x "$stall_bench" ] || [ "$built" = 0 ]; then
+  skip_phase checkpoint-stall "checkpoint_stall not built or training skipped"
+else
+  run_phase checkpoint-stall train.log "$t_train" "$stall_bench" --device cuda --models gpt2 \
+    --every 10 --modes sync,async,overlapped --steps-gpt2 30 --pairs 2 \
+    --json "$out/checkpoint_stall_cuda.json"
 fi
 
 # ---- summary ----------------------------------------------------------------------------------

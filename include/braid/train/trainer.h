@@ -109,8 +109,15 @@ class Trainer {
 
  private:
   ckpt::TrainingState training_state() const;
-  // The step on a device: what train_step does, with every per-step scalar left there.
-  StepMetrics device_step(const std::chrono::steady_clock::time_point& t0);
+  // The batches of the next step: batch_source_, or on a device the ones staged there ahead.
+  std::function<data::Batch()> step_batches();
+  // On the host: the step's loss and norm into `m`, and whether its update is skipped (a
+  // non-finite one; an error unless skip_nonfinite_steps).
+  void host_verdict(const parallel::StepLoss& pass, const optim::ClipResult& clip,
+                    StepMetrics& m);
+  // On a device: the step's record (loss, norm, scale, skip flag; f32[ops::kStepRecord] there),
+  // which the update reads; nothing comes back to the host.
+  Tensor device_verdict(const parallel::StepLoss& pass, const optim::ClipResult& clip);
   // Copies what the device reported into history_, applies the skip counts to the optimizer,
   // logs the steps fit() logs (`log`), and throws on a non-finite step unless they are skipped.
   void absorb(const std::vector<DeviceReadback>& readbacks, bool log);
