@@ -3,6 +3,7 @@
 
 #include "braid/autograd/grad_mode.h"
 #include "braid/core/logging.h"
+#include "braid/ops/elementwise.h"
 #include "braid/parallel/pipeline/partition.h"
 #include "braid/parallel/pipeline/validate.h"
 
@@ -49,8 +50,8 @@ nn::GptStagePart PipelineParallel::model_part(const nn::GptConfig& config,
   // the sequence under sequence parallelism).
   const int64_t seq = options_.seq_len / (options_.sequence_parallel ? grid.size("tp") : 1);
   const int64_t rows = options_.batch_size / shape.microbatches;
-  runtime_ =
-      std::make_unique<PipelineRuntime>(schedule_, stage_, group_, Shape{rows, seq, config.n_embd});
+  activation_shape_ = Shape{rows, seq, config.n_embd};
+  runtime_ = std::make_unique<PipelineRuntime>(schedule_, stage_, group_, activation_shape_);
   return part;
 }
 
@@ -59,6 +60,13 @@ void PipelineParallel::setup(nn::Module& model, optim::Optimizer& optimizer,
   const auto* gpt = dynamic_cast<const nn::Gpt*>(&model);
   BRAID_CHECK(gpt != nullptr, "pipeline parallelism splits a GPT (nn::Gpt)");
   BRAID_CHECK(runtime_ != nullptr, "model_part() places the stage; call it before setup()");
+  const std::vector<Tensor> params = model.parameters();
+  device_ = params.empty() ? Device::cpu() : params.front().device();
+  if (!device_.is_cpu()) {
+    group_ = grid.group_for("pp", device_);  // throws naming the device when the grid has none
+    runtime_ =
+        std::make_unique<PipelineRuntime>(schedule_, stage_, group_, activation_shape_, device_);
+  }
   std::vector<SharedParameter> shared;
   if (tie_embeddings_) {
     const int last = grid.size("pp") - 1;
@@ -98,6 +106,12 @@ double PipelineParallel::mean_over_stages(double loss_sum) const {
   return static_cast<double>(total.item()) / schedule_.shape.microbatches;
 }
 
+Tensor PipelineParallel::mean_over_stages(Tensor loss_sum) const {
+  group_->all_reduce(loss_sum, dist::ReduceOp::sum)->wait();
+  scale_(loss_sum, 1.0f / static_cast<float>(schedule_.shape.microbatches));
+  return loss_sum;
+}
+
 StepLoss PipelineParallel::forward_backward(const nn::Gpt& model, const StepBatches& batches) {
   BRAID_CHECK(batches.accumulate == 1,
               "a pipeline accumulates over its {} micro-batches; a step of {} batches would need "
@@ -111,20 +125,25 @@ StepLoss PipelineParallel::forward_backward(const nn::Gpt& model, const StepBatc
   StageCompute c = compute(model, batch);
   c.before_backward = [this](bool last) { begin_backward(last); };
   const bool trace = batches.step == 1 && !options_.trace_path.empty();
-  if (trace) group_->barrier()->wait();  // a common time origin for all stages
+  // The trace's events are host data: they go over the MPI pp group.
+  const dist::ProcessGroupPtr& host_group = grid_->group("pp");
+  if (trace) host_group->barrier()->wait();  // a common time origin for all stages
   const StepResult r = runtime().train_step(c, 1.0f / static_cast<float>(micro), trace);
   if (trace) {
-    const std::vector<TraceEvent> events = gather_events(r.events, *group_);
+    const std::vector<TraceEvent> events = gather_events(r.events, *host_group);
     if (grid_->world()->rank() == 0) {
       write_chrome_trace(options_.trace_path, events, schedule_.name);
       log().info("pipeline trace of {} written to {}", schedule_.name, options_.trace_path);
     }
   }
+  if (!device_.is_cpu()) return {0.0, batch.inputs.numel(), mean_over_stages(r.device_loss_sum)};
   return {mean_over_stages(r.loss_sum), batch.inputs.numel()};
 }
 
 double PipelineParallel::eval_loss(const nn::Gpt& model, const data::Batch& batch) {
-  return mean_over_stages(runtime().forward_only(compute(model, batch)));
+  const StepResult r = runtime().forward_only(compute(model, batch));
+  if (!device_.is_cpu()) return mean_over_stages(r.device_loss_sum).item();  // the one read
+  return mean_over_stages(r.loss_sum);
 }
 
 std::vector<float> PipelineParallel::last_logits(const nn::Gpt& model,
@@ -136,7 +155,7 @@ std::vector<float> PipelineParallel::last_logits(const nn::Gpt& model,
   const Tensor ids = model.window_ids(window);
   const int64_t seq = ids.size(1) / (options_.sequence_parallel ? grid_->size("tp") : 1);
   PipelineRuntime window_runtime(make_schedule("gpipe", shape), stage_, group_,
-                                 Shape{1, seq, model.config().n_embd});
+                                 Shape{1, seq, model.config().n_embd}, device_);
   std::vector<float> logits;
   StageCompute c;
   c.forward = [&](int chunk, int, const Tensor& input) {
@@ -144,10 +163,19 @@ std::vector<float> PipelineParallel::last_logits(const nn::Gpt& model,
     Tensor x = model.forward_chunk(chunk, k == 0 ? model.embed(ids) : input);
     if (k != shape.virtual_stages() - 1) return x;
     logits = model.logits_at(x, static_cast<int64_t>(window.size()) - 1);
-    return Tensor::full({}, 0.0f);  // the runtime expects a loss from the last stage
+    // The runtime expects a loss from the last stage.
+    return Tensor::full({}, 0.0f, DType::f32, device_);
   };
   window_runtime.forward_only(c);
   const int last = shape.stage_of(shape.virtual_stages() - 1);
+  if (!device_.is_cpu()) {
+    // The last stage read its logits (logits_at); the others read the broadcast ones once.
+    const int64_t vocab = model.config().vocab_size;
+    Tensor shared = stage_ == last ? Tensor::from_vector(logits, {vocab}, device_)
+                                   : Tensor::empty({vocab}, DType::f32, device_);
+    group_->broadcast(shared, last)->wait();
+    return stage_ == last ? logits : shared.to_vector();
+  }
   Tensor shared = stage_ == last
                       ? Tensor::from_vector(logits, {static_cast<int64_t>(logits.size())})
                       : Tensor::empty({model.config().vocab_size});

@@ -7,6 +7,8 @@
 
 #include "braid/autograd/grad_mode.h"
 #include "braid/core/error.h"
+#include "braid/ops/elementwise.h"
+#include "braid/parallel/pipeline/matched_order.h"
 
 namespace braid::parallel::pipeline {
 namespace {
@@ -26,18 +28,31 @@ struct Stash {
 }  // namespace
 
 PipelineRuntime::PipelineRuntime(Schedule schedule, int stage, dist::ProcessGroupPtr group,
-                                 Shape activation_shape)
+                                 Shape activation_shape, Device device)
     : schedule_(std::move(schedule)),
       stage_(stage),
       group_(std::move(group)),
-      activation_shape_(std::move(activation_shape)) {
+      activation_shape_(std::move(activation_shape)),
+      device_(device) {
   BRAID_CHECK(group_ && group_->size() == schedule_.shape.stages && group_->rank() == stage_,
               "pipeline stage {} of {} needs the pp group's rank {} of {}", stage_,
               schedule_.shape.stages, group_ ? group_->rank() : -1, group_ ? group_->size() : 0);
-  for (const Action& a : schedule_.stages.at(stage_))
-    if (a.kind == ActionKind::forward || a.kind == ActionKind::recv_activation ||
-        a.kind == ActionKind::send_activation)
-      forward_actions_.push_back(a);
+  if (device_.is_cpu()) {
+    train_actions_ = schedule_.stages.at(stage_);
+    for (const Action& a : train_actions_)
+      if (a.kind == ActionKind::forward || a.kind == ActionKind::recv_activation ||
+          a.kind == ActionKind::send_activation)
+        forward_actions_.push_back(a);
+    return;
+  }
+  // Every stage derives the same global order from the same schedule (matched_order.h).
+  ComputeOrder train, forward;
+  for (const std::vector<Action>& actions : schedule_.stages) {
+    train.push_back(compute_actions(actions, true));
+    forward.push_back(compute_actions(actions, false));
+  }
+  train_actions_ = matched_order(train, schedule_.shape).at(stage_);
+  forward_actions_ = matched_order(forward, schedule_.shape).at(stage_);
 }
 
 int PipelineRuntime::tag(ActionKind data, int microbatch, int receiving_virtual_stage) const {
@@ -46,12 +61,12 @@ int PipelineRuntime::tag(ActionKind data, int microbatch, int receiving_virtual_
 }
 
 StepResult PipelineRuntime::train_step(const StageCompute& compute, float loss_scale, bool trace) {
-  return run(schedule_.stages[stage_], compute, loss_scale, trace);
+  return run(train_actions_, compute, loss_scale, trace);
 }
 
-double PipelineRuntime::forward_only(const StageCompute& compute) {
+StepResult PipelineRuntime::forward_only(const StageCompute& compute) {
   autograd::NoGradGuard no_grad;
-  return run(forward_actions_, compute, 0.0f, false).loss_sum;
+  return run(forward_actions_, compute, 0.0f, false);
 }
 
 StepResult PipelineRuntime::run(const std::vector<Action>& actions, const StageCompute& compute,
@@ -62,6 +77,8 @@ StepResult PipelineRuntime::run(const std::vector<Action>& actions, const StageC
   std::map<std::pair<int, int>, Stash> stash;
   std::vector<std::pair<Tensor, dist::WorkPtr>> sends;
   StepResult result;
+  // A fresh sum of its own (the caller reduces it in place); 0 + x is exact.
+  if (!device_.is_cpu()) result.device_loss_sum = Tensor::zeros({}, DType::f32, device_);
   size_t backwards_left = 0;
   for (const Action& a : actions) backwards_left += a.kind == ActionKind::backward;
   const bool training = backwards_left > 0;
@@ -77,7 +94,7 @@ StepResult PipelineRuntime::run(const std::vector<Action>& actions, const StageC
       case ActionKind::recv_activation:
       case ActionKind::recv_gradient: {
         const bool act = a.kind == ActionKind::recv_activation;
-        Posted posted{Tensor::empty(activation_shape_), nullptr};
+        Posted posted{Tensor::empty(activation_shape_, DType::f32, device_), nullptr};
         const int from = act ? shape.stage_of(k - 1) : shape.stage_of(k + 1);
         posted.work = group_->recv(posted.buffer, from, tag(a.kind, a.microbatch, k));
         (act ? activations : gradients)[id] = std::move(posted);
@@ -107,7 +124,12 @@ StepResult PipelineRuntime::run(const std::vector<Action>& actions, const StageC
         s.output = compute.forward(a.chunk, a.microbatch, s.input);
         if (trace)
           result.events.push_back({stage_, a, micros(t0), micros(Clock::now()) - micros(t0)});
-        if (k == last_virtual) result.loss_sum += s.output.item();
+        if (k == last_virtual) {
+          if (device_.is_cpu())
+            result.loss_sum += s.output.item();
+          else  // summed on the device: reading it would wait for the device
+            result.device_loss_sum = add(result.device_loss_sum, s.output.detach());
+        }
         if (k != last_virtual || autograd::GradMode::is_enabled()) stash[id] = std::move(s);
         break;
       }
@@ -120,7 +142,7 @@ StepResult PipelineRuntime::run(const std::vector<Action>& actions, const StageC
           posted.work->wait();
           upstream = posted.buffer;
         } else {
-          upstream = Tensor::full({}, loss_scale);
+          upstream = Tensor::full({}, loss_scale, DType::f32, device_);
         }
         if (compute.before_backward) compute.before_backward(--backwards_left == 0);
         const auto t0 = Clock::now();

@@ -20,7 +20,8 @@ const std::map<std::string, ScheduleGenerator>& generators() {
   return table;
 }
 
-// The receive a compute action needs first (none on the ends of the virtual pipeline).
+}  // namespace
+
 std::optional<Action> needed_receive(const Action& a, int stage, const ScheduleShape& shape) {
   const int k = shape.virtual_stage(stage, a.chunk);
   if (a.kind == ActionKind::forward && k > 0)
@@ -30,7 +31,6 @@ std::optional<Action> needed_receive(const Action& a, int stage, const ScheduleS
   return std::nullopt;
 }
 
-// The send that passes a compute action's result on.
 std::optional<Action> resulting_send(const Action& a, int stage, const ScheduleShape& shape) {
   const int k = shape.virtual_stage(stage, a.chunk);
   if (a.kind == ActionKind::forward && k < shape.virtual_stages() - 1)
@@ -39,8 +39,6 @@ std::optional<Action> resulting_send(const Action& a, int stage, const ScheduleS
     return Action{ActionKind::send_gradient, a.microbatch, a.chunk};
   return std::nullopt;
 }
-
-}  // namespace
 
 std::string Action::str() const {
   const char* names[] = {"F", "B", "recv-act", "send-act", "recv-grad", "send-grad"};

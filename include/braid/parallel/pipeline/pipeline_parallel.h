@@ -13,6 +13,11 @@
 // last stage's losses over pp; generate broadcasts the logits from the last stage), besides
 // whatever the wrapped strategy issues. A wrapped strategy's own forward_backward,
 // eval_loss and generate are not called: the pipeline runs the step.
+//
+// A model on a device (its parameters there at setup; the grid with device communicators): the
+// runtime keeps its buffers there and sends over grid.group_for("pp", device), the losses are
+// summed over pp there (forward_backward's StepLoss::device_loss, nothing read back; eval_loss
+// reads its mean once) and generate broadcasts the logits there (one read per stage and token).
 #pragma once
 
 #include <memory>
@@ -47,7 +52,8 @@ class PipelineParallel final : public StrategyWrapper {
   nn::GptStagePart model_part(const nn::GptConfig& config, const dist::ParallelGrid& grid) override;
   // With a tied head, the first and last stage each hold wte.weight; their gradients are
   // summed over a group of those two stages (the first stage's copy counts in the norm).
-  // The wrapped strategy is told before its own setup.
+  // The wrapped strategy is told before its own setup. A model on a device moves the runtime
+  // and the pp group (and the tied embedding's group) to the grid's device communicator.
   void setup(nn::Module& model, optim::Optimizer& optimizer,
              const dist::ParallelGrid& grid) override;
   // One batch cut into the micro-batches, through the schedule; the loss is the batch's mean
@@ -64,6 +70,7 @@ class PipelineParallel final : public StrategyWrapper {
  private:
   StageCompute compute(const nn::Gpt& model, const data::Batch& batch) const;
   double mean_over_stages(double loss_sum) const;
+  Tensor mean_over_stages(Tensor loss_sum) const;  // on the device
   std::vector<float> last_logits(const nn::Gpt& model, const std::vector<int32_t>& window);
   PipelineRuntime& runtime();  // throws before model_part
 
@@ -71,8 +78,10 @@ class PipelineParallel final : public StrategyWrapper {
   Schedule schedule_;
   int stage_ = 0;
   bool tie_embeddings_ = true;
-  dist::ProcessGroupPtr group_;               // pp
-  std::unique_ptr<PipelineRuntime> runtime_;  // made by model_part
+  dist::ProcessGroupPtr group_;               // pp (the device communicator on a device)
+  Shape activation_shape_;                    // one micro-batch's activation between stages
+  Device device_ = Device::cpu();             // where the stage's parameters live (setup)
+  std::unique_ptr<PipelineRuntime> runtime_;  // made by model_part (again by setup on a device)
 };
 
 }  // namespace braid::parallel::pipeline

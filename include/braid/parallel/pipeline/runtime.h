@@ -5,10 +5,16 @@
 // asynchronous, so transfers overlap compute. Each micro-batch's stashed activations are
 // released right after its backward. Collective over the pp group: every stage runs the same
 // schedule in the same step.
+//
+// On a device (the stage's parameters there, `group` its device communicator) the buffers live
+// on that device and nothing is read back: the losses are summed there. The transfers then
+// follow matched_order (matched_order.h) instead of the schedule's early-posted receives, since
+// a device communicator holds each send and receive until the peer issues its match.
 #pragma once
 
 #include <functional>
 
+#include "braid/core/device.h"
 #include "braid/dist/process_group.h"
 #include "braid/parallel/pipeline/schedule.h"
 #include "braid/parallel/pipeline/validate.h"
@@ -28,21 +34,23 @@ struct StageCompute {
 
 struct StepResult {
   double loss_sum = 0;             // sum of the micro-batch losses (last stage; 0 elsewhere)
+  Tensor device_loss_sum{};        // on a device: that sum there, a scalar (zero elsewhere)
   std::vector<TraceEvent> events;  // this stage's compute actions, microseconds (if traced)
 };
 
 class PipelineRuntime {
  public:
   // `stage` is this rank's coordinate on pp (its rank in `group`); `activation_shape` is the
-  // shape of one micro-batch's activation between stages.
-  PipelineRuntime(Schedule schedule, int stage, dist::ProcessGroupPtr group,
-                  Shape activation_shape);
+  // shape of one micro-batch's activation between stages; `device` is where the stage's
+  // parameters live (`group` must communicate tensors there).
+  PipelineRuntime(Schedule schedule, int stage, dist::ProcessGroupPtr group, Shape activation_shape,
+                  Device device = Device::cpu());
 
   // One training step: every action of this stage; the last virtual stage back-propagates
   // each micro-batch's loss times `loss_scale` (1 / micro-batches averages them).
   StepResult train_step(const StageCompute& compute, float loss_scale, bool trace = false);
   // The forward actions only (evaluation; no gradients are kept).
-  double forward_only(const StageCompute& compute);
+  StepResult forward_only(const StageCompute& compute);
 
   const Schedule& schedule() const { return schedule_; }
 
@@ -55,7 +63,10 @@ class PipelineRuntime {
   int stage_;
   dist::ProcessGroupPtr group_;
   Shape activation_shape_;
-  std::vector<Action> forward_actions_;  // this stage's list without backward work
+  Device device_;
+  // This stage's lists: the schedule's on the CPU, matched_order's on a device.
+  std::vector<Action> train_actions_;
+  std::vector<Action> forward_actions_;  // without backward work
 };
 
 // Every stage's traced events of one step, on every stage (collective over the pp group; each

@@ -12,6 +12,7 @@
 #pragma once
 
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -61,6 +62,11 @@ using ScheduleGenerator = std::function<ComputeOrder(const ScheduleShape&)>;
 // micro-batches than stages).
 Schedule make_schedule(const std::string& name, const ScheduleShape& shape);
 std::vector<std::string> schedule_names();
+
+// The receive a compute action needs first (none on the ends of the virtual pipeline), and the
+// send that passes its result on (none there either).
+std::optional<Action> needed_receive(const Action& a, int stage, const ScheduleShape& shape);
+std::optional<Action> resulting_send(const Action& a, int stage, const ScheduleShape& shape);
 
 // The generators (one file each).
 ComputeOrder gpipe(const ScheduleShape& shape);
