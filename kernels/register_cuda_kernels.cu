@@ -54,6 +54,8 @@ void register_cuda_kernels(KernelRegistry& r) {
   r.add<AdamWGroupKernel>(kCuda, &cuda::adamw_group);
   r.add<SgdKernel>(kCuda, &cuda::sgd);
   r.add<GradNormKernel>(kCuda, &cuda::grad_norm);
+  r.add<GradSquaresKernel>(kCuda, &cuda::grad_squares);
+  r.add<ClipFromSquaresKernel>(kCuda, &cuda::clip_from_squares);
   r.add<StepVerdictKernel>(kCuda, &cuda::step_verdict);
   r.add<AdamWGroupDeviceKernel>(kCuda, &cuda::adamw_group_device);
 }

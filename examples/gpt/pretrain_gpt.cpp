@@ -17,6 +17,9 @@
 #include "braid/dist/bootstrap.h"
 #include "braid/train/stop_signals.h"
 #include "braid/train/trainer.h"
+#ifdef BRAID_WITH_NCCL
+#include "dist/nccl_process_group.h"
+#endif
 
 namespace {
 
@@ -66,7 +69,13 @@ int main(int argc, char** argv) {
       // Under the folder's run lock: --fresh never deletes the checkpoints of a run in progress.
       if (!dir.empty()) braid::ckpt::remove_checkpoints(dir, *env->world());
     }
+#ifdef BRAID_WITH_NCCL
+    // training.device cuda over several ranks reduces through NCCL.
+    braid::train::Trainer trainer(std::move(config), env->world(),
+                                  braid::dist::nccl_group_factory);
+#else
     braid::train::Trainer trainer(std::move(config), env->world());
+#endif
     trainer.fit();
     if (trainer.stopped_by() != 0) {  // a stop signal: checkpointed, rerun to resume
       braid::dist::finalize();

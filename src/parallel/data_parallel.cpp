@@ -160,6 +160,21 @@ optim::ClipResult DataParallel::clip(float max_norm) {
   if (!options_.zero1) return Strategy::clip(max_norm);
   // Each rank holds a disjoint piece of the averaged gradient: sum the squares over dp, then
   // over tp for the parameters tensor parallelism splits.
+  if (!device_.is_cpu()) {
+    // The same sums on the device, through the device communicators; nothing read back.
+    std::vector<Tensor> sharded, replicated;
+    for (const Segment& seg : segments_) {
+      if (!counted_[seg.param]) continue;
+      (tp_sharded_[seg.param] ? sharded : replicated)
+          .push_back(shard_grads_.narrow(0, seg.shard_begin, seg.length));
+    }
+    Tensor squares = Tensor::empty({2}, DType::f32, device_);
+    Tensor sharded_squares = squares.narrow(0, 0, 1), replicated_squares = squares.narrow(0, 1, 1);
+    ops::kernel<ops::GradSquaresKernel>(device_)(sharded, sharded_squares);
+    ops::kernel<ops::GradSquaresKernel>(device_)(replicated, replicated_squares);
+    group_->all_reduce(squares, dist::ReduceOp::sum)->wait();
+    return clip_from_device_squares(squares, *grid_, max_norm);
+  }
   GradSquares local;
   for (const Segment& seg : segments_) {
     if (!counted_[seg.param]) continue;
@@ -180,8 +195,14 @@ void DataParallel::step(float lr, float grad_scale) {
     return;
   }
   autograd::NoGradGuard no_grad;
-  const auto& adamw = dynamic_cast<optim::AdamW&>(*optimizer_).options();
+  auto& optimizer = dynamic_cast<optim::AdamW&>(*optimizer_);
+  const auto& adamw = optimizer.options();
   ++step_;
+  // A device step takes its scale and skip flag from the optimizer's record; the kernel drops the
+  // skips not yet counted from each update's step, so the counted ones are dropped here.
+  const Tensor& record = optimizer.device_record();
+  const bool device_step = record.defined() && record.device() == device_;
+  const int64_t update_step = device_step ? step_ - optimizer.device_skips_counted() : step_;
   // This rank's segments, updated in one call: each as views into the flat buffers, which stay
   // in `views` (reserved, so the updates' pointers into it stay valid) until the call returns.
   struct SegmentViews {
@@ -198,9 +219,16 @@ void DataParallel::step(float lr, float grad_scale) {
                                         exp_avg_sq_.narrow(0, s.shard_begin, s.length)});
     updates.push_back(
         {&v.param, &v.grad, &v.exp_avg, &v.exp_avg_sq,
-         ops::AdamWHyper{lr, adamw.beta1, adamw.beta2, adamw.eps, weight_decay_[s.param], step_}});
+         ops::AdamWHyper{lr, adamw.beta1, adamw.beta2, adamw.eps, weight_decay_[s.param],
+                         update_step}});
   }
-  ops::kernel<ops::AdamWGroupKernel>(device_)(updates, grad_scale);
+  if (device_step) {
+    ops::kernel<ops::AdamWGroupDeviceKernel>(device_)(updates, record, optimizer.device_state(),
+                                                      optimizer.bias_table(device_, update_step),
+                                                      optimizer.device_skips_counted());
+  } else {
+    ops::kernel<ops::AdamWGroupKernel>(device_)(updates, grad_scale);
+  }
   // Every rank gathers every bucket's updated chunks.
   std::vector<dist::WorkPtr> works;
   std::vector<Tensor> sent;

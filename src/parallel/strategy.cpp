@@ -5,6 +5,8 @@
 #include <cmath>
 #include <mutex>
 
+#include "braid/ops/kernel_registry.h"
+#include "braid/ops/kernel_signatures.h"
 #include "braid/parallel/data_parallel.h"
 
 namespace braid::parallel {
@@ -84,26 +86,54 @@ double global_grad_norm(const GradSquares& squares, const dist::ParallelGrid& gr
   return std::sqrt(total);
 }
 
+optim::ClipResult clip_from_device_squares(Tensor squares, const dist::ParallelGrid& grid,
+                                           float max_norm) {
+  const Device device = squares.device();
+  BRAID_CHECK(!device.is_cpu() && squares.dtype() == DType::f32 && squares.numel() == 2,
+              "clip_from_device_squares: squares {} on {} must be f32[2] on a device",
+              squares.str(), device.str());
+  if (grid.has_axis("tp") && grid.size("tp") > 1) {
+    Tensor sharded = squares.narrow(0, 0, 1);
+    grid.group_for("tp", device)->all_reduce(sharded, dist::ReduceOp::sum)->wait();
+  }
+  // Every stage's parts summed over pp: ClipFromSquaresKernel adds the two, so this is the
+  // host's sum of (tp-summed sharded + replicated) over the stages.
+  if (grid.has_axis("pp") && grid.size("pp") > 1)
+    grid.group_for("pp", device)->all_reduce(squares, dist::ReduceOp::sum)->wait();
+  optim::ClipResult out{std::nan(""), 1.0f, Tensor::empty({2}, DType::f32, device)};
+  ops::kernel<ops::ClipFromSquaresKernel>(device)(squares, max_norm, out.device);
+  return out;
+}
+
 optim::ClipResult Strategy::clip(float max_norm) {
   const std::vector<optim::ParamEntry>& entries = optimizer_->params();
   if (!entries.empty() && !entries.front().param.device().is_cpu()) {
-    const std::vector<Tensor> params = model_->parameters();
-    // On a device the norm stays there (ClipResult::device); a grid that sums squares over tp
-    // or pp needs them on the host, which the device step does not offer yet.
+    // On a device the norm stays there (ClipResult::device). One rank's gradients are the whole
+    // norm in one pass; over tp its sharded and replicated parts are summed apart, as on the host.
     const int tp = grid_->has_axis("tp") ? grid_->size("tp") : 1;
     const int pp = grid_->has_axis("pp") ? grid_->size("pp") : 1;
-    BRAID_CHECK(tp == 1 && pp == 1,
-                "gradient clipping on {} supports tp = pp = 1 (got tp={}, pp={})",
-                params.front().device().str(), tp, pp);
-    std::vector<Tensor> grads;
-    for (const Tensor& p : params) {
+    const Device device = entries.front().param.device();
+    const bool whole = tp == 1 && pp == 1;
+    const std::map<std::string, nn::ShardSpec> shards =
+        whole ? std::map<std::string, nn::ShardSpec>{} : model_->shard_specs();
+    std::vector<Tensor> grads, sharded, replicated;
+    for (const auto& [name, p] : model_->named_parameters()) {
       const Tensor g = p.grad();
       const SharedParameter* copy = find_shared(shared_, p);
-      if (g.defined() && !(copy && !copy->counted)) grads.push_back(g);
+      if (!g.defined() || (copy && !copy->counted)) continue;
+      BRAID_CHECK(g.device() == device && g.dtype() == DType::f32,
+                  "gradient clipping on {}: gradient of {} ({}) is not f32 there", device.str(),
+                  name, g.str());
+      grads.push_back(g.contiguous());
+      if (!whole) (shards.at(name).is_whole() ? replicated : sharded).push_back(grads.back());
     }
-    BRAID_CHECK(!grads.empty(), "gradient clipping found no gradient on {}",
-                params.front().device().str());
-    return optim::clip_on_device(grads, max_norm);
+    BRAID_CHECK(!grads.empty(), "gradient clipping found no gradient on {}", device.str());
+    if (whole) return optim::clip_on_device(grads, max_norm);
+    Tensor squares = Tensor::empty({2}, DType::f32, device);
+    Tensor sharded_squares = squares.narrow(0, 0, 1), replicated_squares = squares.narrow(0, 1, 1);
+    ops::kernel<ops::GradSquaresKernel>(device)(sharded, sharded_squares);
+    ops::kernel<ops::GradSquaresKernel>(device)(replicated, replicated_squares);
+    return clip_from_device_squares(squares, *grid_, max_norm);
   }
   return optim::clip_for_norm(
       global_grad_norm(grad_squares(*model_, shared_, ready_squares_.get()), *grid_), max_norm);

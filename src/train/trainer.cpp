@@ -73,7 +73,8 @@ int64_t model_parameters(const nn::Gpt& model, const std::set<std::string>& else
 
 }  // namespace
 
-Trainer::Trainer(TrainConfig config, dist::ProcessGroupPtr world) : config_(std::move(config)) {
+Trainer::Trainer(TrainConfig config, dist::ProcessGroupPtr world, DeviceGroupsFor device_groups)
+    : config_(std::move(config)) {
   validate(config_);
   const auto& tr = config_.training();
   if (tr.threads() > 0) omp_set_num_threads(tr.threads());
@@ -81,8 +82,22 @@ Trainer::Trainer(TrainConfig config, dist::ProcessGroupPtr world) : config_(std:
   if (!world) world = std::make_shared<dist::SoloProcessGroup>();
   const std::string layout = world_size_problem(config_, world->size());
   BRAID_CHECK(layout.empty(), "invalid config: {}", layout);
-  grid_ = std::make_unique<dist::ParallelGrid>(
-      world, dist::ParallelGrid::default_axes(par.tp(), 1, par.dp(), par.pp()));
+  device_ = training_device(tr.device(), [](const char* name) { return std::getenv(name); });
+  const std::vector<dist::GridAxis> axes =
+      dist::ParallelGrid::default_axes(par.tp(), 1, par.dp(), par.pp());
+  if (device_.is_cpu() || world->size() == 1) {
+    // One process on a device needs no communicator: its grid is the CPU one, as on the CPU.
+    grid_ = std::make_unique<dist::ParallelGrid>(world, axes);
+  } else {
+    BRAID_CHECK(device_groups,
+                "training.device \"{}\" with parallel.tp={} dp={} needs device communicators, and "
+                "this Trainer was given none: link braid_nccl (braid_nccl_simt on the emulated "
+                "device) and pass dist::nccl_group_factory (dist/nccl_process_group.h) as the "
+                "Trainer's device_groups, or train this layout with training.device \"cpu\"",
+                tr.device(), par.tp(), par.dp());
+    grid_ = std::make_unique<dist::ParallelGrid>(world, axes, device_,
+                                                 device_groups(device_.index));
+  }
   if (world->size() > 1) {
     set_log_prefix(fmt::format("[{} {}]", world->rank(), grid_->describe()));
     std::vector<int> everyone(world->size());
@@ -90,13 +105,18 @@ Trainer::Trainer(TrainConfig config, dist::ProcessGroupPtr world) : config_(std:
     control_ = world->split(everyone, "control");
   }
 
-  device_ = training_device(tr.device(), [](const char* name) { return std::getenv(name); });
   // The strategy decides what of the model this rank builds (a pipeline: its stage's part).
   strategy_ = make_training_strategy(config_);
   const nn::GptConfig model_config = gpt_config(config_);
-  model_ = std::make_unique<nn::Gpt>(
-      model_config, parallel::TensorParallelGroup::from_grid(*grid_, par.sequence_parallel()),
-      strategy_->model_part(model_config, *grid_));
+  // Tensor parallelism communicates activations, so on a device through the tp axis' device
+  // communicator.
+  nn::TensorParallelPtr tensor_parallel =
+      grid_->device().is_cpu() || grid_->size("tp") == 1
+          ? parallel::TensorParallelGroup::from_grid(*grid_, par.sequence_parallel())
+          : std::make_shared<parallel::TensorParallelGroup>(grid_->group_for("tp", device_),
+                                                            par.sequence_parallel());
+  model_ = std::make_unique<nn::Gpt>(model_config, std::move(tensor_parallel),
+                                     strategy_->model_part(model_config, *grid_));
   model_->init_weights(tr.seed());
   // Initialised on the host as always (the same weights on every device), then moved, before
   // the optimizer and the strategy take their handles and make their state.
@@ -268,8 +288,15 @@ Tensor Trainer::device_verdict(const parallel::StepLoss& pass, const optim::Clip
               strategy_->name(), device_.str());
   BRAID_CHECK(clip.device.defined(), "strategy '{}' clipped the gradients on {} on the host",
               strategy_->name(), device_.str());
+  Tensor loss = pass.device_loss;
+  if (grid_->size("dp") > 1) {
+    // Each data-parallel rank's loss is of its own rows: the step's is their mean, as the host
+    // path's reduce_metric takes it (and on the device, so nothing is read back).
+    loss = loss.clone();
+    grid_->group_for("dp", device_)->all_reduce(loss, dist::ReduceOp::avg)->wait();
+  }
   Tensor record = device_metrics_->record_for(step_);
-  ops::kernel<ops::StepVerdictKernel>(device_)(pass.device_loss, clip.device, step_, record,
+  ops::kernel<ops::StepVerdictKernel>(device_)(loss, clip.device, step_, record,
                                                device_metrics_->state());
   optimizer_->set_device_step(record, device_metrics_->state());
   return record;

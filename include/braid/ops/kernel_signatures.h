@@ -174,6 +174,15 @@ inline constexpr int kStateSkipped = 0, kStateFirstNonFinite = 1, kStepState = 2
 // finite (optim::clip_for_norm's rule). Deterministic: the split depends only on the sizes.
 BRAID_KERNEL_SIGNATURE(GradNormKernel, "grad_norm", std::span<const Tensor> grads, float max_norm,
                        Tensor& clip);
+// The norm in parts, for gradients spread over ranks: squares (f32[1] on the gradients' device)
+// = the sum over `grads` of their squares, accumulated in double as GradNormKernel does and
+// rounded to f32 once (the communicators carry f32); ClipFromSquaresKernel turns squares (f32[n],
+// each rank's sums all-reduced) into clip = {norm, scale} with norm = sqrt of their sum taken in
+// order in double, scale by GradNormKernel's rule. Nothing is read back.
+BRAID_KERNEL_SIGNATURE(GradSquaresKernel, "grad_squares", std::span<const Tensor> grads,
+                       Tensor& squares);
+BRAID_KERNEL_SIGNATURE(ClipFromSquaresKernel, "clip_from_squares", const Tensor& squares,
+                       float max_norm, Tensor& clip);
 // One step's verdict, on the device: record = {loss[0], clip[0], clip[1], skip} where skip is 1
 // when the loss or the norm is not finite; a skipped step adds 1 to state[kStateSkipped] and,
 // when state[kStateFirstNonFinite] is still 0, sets it to step + 1 (the 1-based step).

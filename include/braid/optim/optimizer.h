@@ -52,6 +52,11 @@ class Optimizer {
   // the update counts drop by the skips not yet counted. Exact when every parameter with a
   // gradient in a skipped step also has one in the other steps (true for a GPT).
   void count_device_skips(int64_t skipped_total);
+  // The device step's record and state (undefined without one) and the skips already counted,
+  // for a strategy that updates the optimizer's parameters itself (ZeRO-1).
+  const Tensor& device_record() const { return device_record_; }
+  const Tensor& device_state() const { return device_state_; }
+  int64_t device_skips_counted() const { return device_skips_counted_; }
 
  protected:
   // True when `device` is the device step's (the parameters there take their scale from it).
@@ -80,10 +85,10 @@ class AdamW : public Optimizer {
   const Tensor& exp_avg(size_t i) const { return exp_avg_.at(i); }
   const Tensor& exp_avg_sq(size_t i) const { return exp_avg_sq_.at(i); }
   std::vector<std::pair<std::string, Tensor>> param_state(size_t i) override;
-
- private:
   // The device's table of bias corrections (AdamWGroupDeviceKernel), at least `steps` long.
   const Tensor& bias_table(Device device, int64_t steps);
+
+ private:
 
   AdamWOptions options_;
   std::vector<Tensor> exp_avg_, exp_avg_sq_;

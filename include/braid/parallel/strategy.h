@@ -166,6 +166,12 @@ double global_grad_norm(const GradSquares& squares, const dist::ParallelGrid& gr
 // are, except for shared copies (summed after the backward, so their records are stale).
 GradSquares grad_squares(const nn::Module& model, const std::vector<SharedParameter>& shared = {},
                          const optim::ReadyGradSquares* ready = nullptr);
+// global_grad_norm on a device, nothing read back: `squares` (f32[2] on the grid's device) holds
+// this rank's {sharded, replicated} squares; the sharded one is summed over the tp axis' device
+// communicator, then a kernel makes ClipResult::device = {norm, scale} (clip_for_norm's rule).
+// Collective over the grid's tp group; a grid with pp > 1 is refused (no device pipeline yet).
+optim::ClipResult clip_from_device_squares(Tensor squares, const dist::ParallelGrid& grid,
+                                           float max_norm);
 
 using StrategyFactory = std::function<std::unique_ptr<Strategy>(const StrategyOptions& options)>;
 

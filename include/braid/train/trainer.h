@@ -34,12 +34,23 @@ nn::GptConfig gpt_config(const TrainConfig& config);
 // Loads the tokenizer named by data.tokenizer ("gpt2" from data.vocab_dir, or "byte").
 std::unique_ptr<data::Tokenizer> load_tokenizer(const TrainConfig& config);
 
+// The device communicators' factory for cuda:`device` (dist::nccl_group_factory fits).
+using DeviceGroupsFor = std::function<dist::DeviceGroupFactory(int device)>;
+
 class Trainer {
  public:
   // Builds the grid over `world` (null: this process alone), the model (initialised from
   // training.seed), optimizer, parallel strategy and samplers; opens the data (errors name
   // missing or corrupt shards and out-of-vocabulary ids). Collective over `world`.
-  explicit Trainer(TrainConfig config, dist::ProcessGroupPtr world = nullptr);
+  //
+  // `device_groups` makes the grid's device communicators for cuda:N (dist::nccl_group_factory
+  // of braid_nccl; braid_nccl_simt's on the emulated device), needed when training.device is
+  // cuda and a layout axis is > 1. It is handed in rather than registered process-wide: libbraid
+  // never links NCCL, a static-initialiser registration inside the braid_nccl archive would be
+  // dropped by the linker unless something referenced it, and the grid keeps no global group
+  // state; whoever links the backend says so here. Without it such a layout is a clear error.
+  explicit Trainer(TrainConfig config, dist::ProcessGroupPtr world = nullptr,
+                   DeviceGroupsFor device_groups = {});
   ~Trainer();
 
   // Runs the remaining steps up to training.steps; validation every val_every steps and at the

@@ -56,6 +56,8 @@ void adamw(Tensor& param, const Tensor& grad, Tensor& exp_avg, Tensor& exp_avg_s
            const AdamWHyper& hyper, float grad_scale);
 void adamw_group(std::span<const AdamWUpdate> updates, float grad_scale);
 void grad_norm(std::span<const Tensor> grads, float max_norm, Tensor& clip);
+void grad_squares(std::span<const Tensor> grads, Tensor& squares);
+void clip_from_squares(const Tensor& squares, float max_norm, Tensor& clip);
 void step_verdict(const Tensor& loss, const Tensor& clip, int64_t step, Tensor& record,
                   Tensor& state);
 void adamw_group_device(std::span<const AdamWUpdate> updates, const Tensor& record,

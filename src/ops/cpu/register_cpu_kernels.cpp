@@ -35,6 +35,8 @@ void register_cpu_kernels(KernelRegistry& r) {
   r.add<AdamWGroupKernel>(kCpu, cpu::adamw_group);
   r.add<SgdKernel>(kCpu, cpu::sgd);
   r.add<GradNormKernel>(kCpu, cpu::grad_norm);
+  r.add<GradSquaresKernel>(kCpu, cpu::grad_squares);
+  r.add<ClipFromSquaresKernel>(kCpu, cpu::clip_from_squares);
   r.add<StepVerdictKernel>(kCpu, cpu::step_verdict);
   r.add<AdamWGroupDeviceKernel>(kCpu, cpu::adamw_group_device);
 }

@@ -1,5 +1,5 @@
-// CPU twins of the device step's kernels: gradient norm and clip scale, verdict, and the
-// AdamW group update that reads its scale and skip flag from tensors.
+// CPU twins of the device step's kernels: gradient norm and clip scale (whole or in parts),
+// verdict, and the AdamW group update that reads its scale and skip flag from tensors.
 #include <cmath>
 #include <vector>
 
@@ -7,15 +7,21 @@
 
 namespace braid::ops::cpu {
 
-void grad_norm(std::span<const Tensor> grads, float max_norm, Tensor& clip) {
-  // Tensor by tensor in order, each as the SumKernel computes it: the norm optim::clip_coefficient
-  // computes from the same gradients.
+namespace {
+
+// Tensor by tensor in order, each as the SumKernel computes it: the norm optim::clip_coefficient
+// computes from the same gradients.
+double squares_of(std::span<const Tensor> grads) {
   double squares = 0;
   for (const Tensor& g : grads) {
     double s = 0, sq = 0;
     if (g.numel() > 0) sum(g, &s, &sq);
     squares += sq;
   }
+  return squares;
+}
+
+void write_clip(double squares, float max_norm, Tensor& clip) {
   const double norm = std::sqrt(squares);
   float scale = 1.0f;
   if (max_norm > 0 && std::isfinite(norm)) {
@@ -25,6 +31,23 @@ void grad_norm(std::span<const Tensor> grads, float max_norm, Tensor& clip) {
   float* out = clip.data<float>();
   out[0] = static_cast<float>(norm);
   out[1] = scale;
+}
+
+}  // namespace
+
+void grad_norm(std::span<const Tensor> grads, float max_norm, Tensor& clip) {
+  write_clip(squares_of(grads), max_norm, clip);
+}
+
+void grad_squares(std::span<const Tensor> grads, Tensor& squares) {
+  squares.data<float>()[0] = static_cast<float>(squares_of(grads));
+}
+
+void clip_from_squares(const Tensor& squares, float max_norm, Tensor& clip) {
+  const Tensor dense = squares.contiguous();
+  double total = 0;
+  for (int64_t i = 0; i < dense.numel(); ++i) total += static_cast<double>(dense.data<float>()[i]);
+  write_clip(total, max_norm, clip);
 }
 
 void step_verdict(const Tensor& loss, const Tensor& clip, int64_t step, Tensor& record,
