@@ -159,32 +159,6 @@ std::string file_bytes(const fs::path& path) {
   return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
 }
 
-// A tensor-parallel rank that only lays the model out (as braid-ckpt convert's): the model is
-// built to know which slice each parameter holds, loaded, and never run.
-class LayoutOnly final : public nn::TensorParallel {
- public:
-  LayoutOnly(int rank, int size) : rank_(rank), size_(size) {}
-  int rank() const override { return rank_; }
-  int size() const override { return size_; }
-  bool sequence_parallel() const override { return false; }
-  Tensor copy_to_region(const Tensor&) const override { refuse(); }
-  Tensor reduce_from_region(const Tensor&) const override { refuse(); }
-  Tensor scatter_to_region(const Tensor&, int) const override { refuse(); }
-  Tensor gather_from_region(const Tensor&, int) const override { refuse(); }
-  Tensor gather_sequence(const Tensor&, int) const override { refuse(); }
-  Tensor reduce_scatter_sequence(const Tensor&, int) const override { refuse(); }
-  Tensor vocab_parallel_cross_entropy(const Tensor&, const Tensor&, int64_t, int64_t,
-                                      int64_t) const override {
-    refuse();
-  }
-
- private:
-  [[noreturn]] static void refuse() {
-    BRAID_FAIL("a layout-only tensor-parallel model cannot run");
-  }
-  int rank_, size_;
-};
-
 // Every copy the device backend is asked for while it lives: copy_async's stream handles, and
 // the synchronous copies of Tensor::to / copy_ (which run on the compute stream).
 class CopyLog {
@@ -410,7 +384,7 @@ TEST_F(DeviceCheckpoints, HostCheckpointsLoadOnTheDeviceAndReshard) {
   const ckpt::Layout tp2{{"tp", 2}, {"cp", 1}, {"dp", 1}, {"pp", 1}};
   for (int rank = 0; rank < 2; ++rank) {
     SCOPED_TRACE(fmt::format("tp rank {}", rank));
-    TrainedGpt part(gpu, std::make_shared<LayoutOnly>(rank, 2));
+    TrainedGpt part(gpu, std::make_shared<nn::LayoutOnlyTensorParallel>(rank, 2));
     ckpt::load_checkpoint((dir_ / "device").string(), part.model, *part.optimizer, tp2);
     const auto specs = part.model.shard_specs();
     const std::vector<Tensor> mine = state_on_host(part);

@@ -16,34 +16,6 @@
 namespace braid::ckpt_tool {
 namespace {
 
-// A tensor-parallel rank that only describes shapes: the model is built to know which slice
-// each parameter holds; nothing runs, so no communication is ever needed.
-class LayoutOnly final : public nn::TensorParallel {
- public:
-  LayoutOnly(int rank, int size, bool sequence_parallel)
-      : rank_(rank), size_(size), sequence_parallel_(sequence_parallel) {}
-  int rank() const override { return rank_; }
-  int size() const override { return size_; }
-  bool sequence_parallel() const override { return sequence_parallel_; }
-  Tensor copy_to_region(const Tensor&) const override { refuse(); }
-  Tensor reduce_from_region(const Tensor&) const override { refuse(); }
-  Tensor scatter_to_region(const Tensor&, int) const override { refuse(); }
-  Tensor gather_from_region(const Tensor&, int) const override { refuse(); }
-  Tensor gather_sequence(const Tensor&, int) const override { refuse(); }
-  Tensor reduce_scatter_sequence(const Tensor&, int) const override { refuse(); }
-  Tensor vocab_parallel_cross_entropy(const Tensor&, const Tensor&, int64_t, int64_t,
-                                      int64_t) const override {
-    refuse();
-  }
-
- private:
-  [[noreturn]] static void refuse() {
-    BRAID_FAIL("braid-ckpt convert builds models to describe layouts only; they cannot run");
-  }
-  int rank_, size_;
-  bool sequence_parallel_;
-};
-
 int number(const Args& a, const std::string& flag, int fallback) {
   if (!a.has(flag)) return fallback;
   const int v = static_cast<int>(parse_integer("--" + flag, a.flags.at(flag)));
@@ -108,7 +80,8 @@ int run_convert(const std::vector<std::string>& args) {
         part.embeddings = stage == 0;
         part.head = stage == pp - 1;
       }
-      nn::Gpt model(gpt, tp > 1 ? std::make_shared<LayoutOnly>(t, tp, sp) : nullptr, part);
+      nn::Gpt model(
+          gpt, tp > 1 ? std::make_shared<nn::LayoutOnlyTensorParallel>(t, tp, sp) : nullptr, part);
       auto optimizer = optim::make_optimizer(
           o.name(),
           optim::decay_groups(model.named_parameters(), static_cast<float>(o.weight_decay())),

@@ -48,6 +48,33 @@ class TensorParallel {
 
 using TensorParallelPtr = std::shared_ptr<const TensorParallel>;
 
+// Tensor-parallel rank `rank` of `size` that only lays a model out: a model built with it knows
+// which slice of each parameter it holds (to load, convert or compare checkpoints), and any
+// region operation throws, since nothing may run on it.
+class LayoutOnlyTensorParallel final : public TensorParallel {
+ public:
+  LayoutOnlyTensorParallel(int rank, int size, bool sequence_parallel = false)
+      : rank_(rank), size_(size), sequence_parallel_(sequence_parallel) {}
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  bool sequence_parallel() const override { return sequence_parallel_; }
+  Tensor copy_to_region(const Tensor&) const override { refuse(); }
+  Tensor reduce_from_region(const Tensor&) const override { refuse(); }
+  Tensor scatter_to_region(const Tensor&, int) const override { refuse(); }
+  Tensor gather_from_region(const Tensor&, int) const override { refuse(); }
+  Tensor gather_sequence(const Tensor&, int) const override { refuse(); }
+  Tensor reduce_scatter_sequence(const Tensor&, int) const override { refuse(); }
+  Tensor vocab_parallel_cross_entropy(const Tensor&, const Tensor&, int64_t, int64_t,
+                                      int64_t) const override {
+    refuse();
+  }
+
+ private:
+  [[noreturn]] static void refuse();
+  int rank_, size_;
+  bool sequence_parallel_;
+};
+
 // The region entry of a column-parallel layer: the sequence all-gather under sequence
 // parallelism, else copy_to_region. Identity without tensor parallelism.
 Tensor enter_tensor_parallel(const TensorParallel* tp, const Tensor& x, int seq_dim);

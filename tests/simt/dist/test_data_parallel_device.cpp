@@ -16,12 +16,12 @@
 #include "braid/parallel/data_parallel.h"
 #include "cuda_runtime.cuh"
 #include "dist/nccl_process_group.h"
+#include "device_test_values.h"
 #include "dist_test.h"
 
 namespace braid::dist::testing {
 namespace {
 
-using Values = std::map<std::string, std::vector<float>>;
 
 constexpr int64_t kRows = 4;  // the global batch, split evenly over the ranks
 constexpr int64_t kSeq = 8;
@@ -36,25 +36,6 @@ nn::GptConfig tiny_gpt() {
   c.n_embd = 16;
   c.block_size = kSeq;
   return c;
-}
-
-// Rows [first, first + count) of the global batch and their next-token targets; step s shifts
-// the tokens so the steps differ.
-std::pair<Tensor, Tensor> batch(int64_t first, int64_t count, int step) {
-  std::vector<int32_t> ids, targets;
-  for (int64_t b = first; b < first + count; ++b)
-    for (int64_t t = 0; t < kSeq; ++t) {
-      ids.push_back(static_cast<int32_t>((7 * b + 3 * t + 5 * step) % 61));
-      targets.push_back(static_cast<int32_t>((7 * b + 3 * (t + 1) + 5 * step) % 61));
-    }
-  return {Tensor::from_vector(ids, {count, kSeq}), Tensor::from_vector(targets, {count, kSeq})};
-}
-
-Values read(const nn::Module& model, bool grads) {
-  Values out;
-  for (const auto& [name, p] : model.named_parameters())
-    out[name] = (grads ? p.grad() : p).to(Device::cpu()).contiguous().to_vector();
-  return out;
 }
 
 struct TrainingTrace {
@@ -82,11 +63,11 @@ TrainingTrace single_process_cpu(optim::Optimizer* (*make)(nn::Module&)) {
   TrainingTrace run;
   for (int step = 0; step < kSteps; ++step) {
     model.zero_grad();
-    auto [ids, targets] = batch(0, kRows, step);
+    auto [ids, targets] = token_batch(0, kRows, kSeq, step);
     model.loss(ids, targets).backward();
-    run.grads.push_back(read(model, true));
+    run.grads.push_back(read_values(model, true));
     optimizer->step(kLearningRate);
-    run.weights.push_back(read(model, false));
+    run.weights.push_back(read_values(model, false));
   }
   return run;
 }
@@ -110,14 +91,14 @@ TrainingTrace data_parallel_device(const ProcessGroupPtr& world, bool zero1,
   TrainingTrace run;
   for (int step = 0; step < kSteps; ++step) {
     model.zero_grad();
-    auto [ids, targets] = batch(world->rank() * rows, rows, step);
+    auto [ids, targets] = token_batch(world->rank() * rows, rows, kSeq, step);
     dp.begin_backward(true);
     model.loss(ids.to(Device::cuda(0)), targets.to(Device::cuda(0))).backward();
     dp.finish_backward();
     EXPECT_EQ(dp.buckets_launched_during_backward(), dp.num_buckets());
-    if (!zero1) run.grads.push_back(read(model, true));
+    if (!zero1) run.grads.push_back(read_values(model, true));
     dp.step(kLearningRate, 1.0f);
-    run.weights.push_back(read(model, false));
+    run.weights.push_back(read_values(model, false));
   }
   return run;
 }

@@ -22,6 +22,7 @@
 #include "braid/parallel/pipeline/validate.h"
 #include "cuda_runtime.cuh"
 #include "dist/nccl_process_group.h"
+#include "device_test_values.h"
 #include "dist_test.h"
 
 namespace braid::dist::testing {
@@ -29,7 +30,6 @@ namespace {
 
 using parallel::pipeline::Action;
 using parallel::pipeline::ActionKind;
-using Values = std::map<std::string, std::vector<float>>;
 
 constexpr int64_t kRows = 4;  // one batch of 4 sequences, 4 micro-batches of one
 constexpr int64_t kSeq = 8;
@@ -45,24 +45,6 @@ nn::GptConfig tiny_gpt() {
   c.n_embd = 16;
   c.block_size = kSeq;
   return c;  // tied embeddings: the two ends' copies of wte are summed over the pipeline
-}
-
-// The step's batch and its next-token targets; step s shifts the tokens so the steps differ.
-data::Batch batch(int step) {
-  std::vector<int32_t> ids, targets;
-  for (int64_t b = 0; b < kRows; ++b)
-    for (int64_t t = 0; t < kSeq; ++t) {
-      ids.push_back(static_cast<int32_t>((7 * b + 3 * t + 5 * step) % 61));
-      targets.push_back(static_cast<int32_t>((7 * b + 3 * (t + 1) + 5 * step) % 61));
-    }
-  return {Tensor::from_vector(ids, {kRows, kSeq}), Tensor::from_vector(targets, {kRows, kSeq})};
-}
-
-Values read(const nn::Module& model, bool grads) {
-  Values out;
-  for (const auto& [name, p] : model.named_parameters())
-    out[name] = (grads ? p.grad() : p).to(Device::cpu()).contiguous().to_vector();
-  return out;
 }
 
 // eps = 1e-3 keeps AdamW's update Lipschitz in the gradient (tests/simt/dist/
@@ -100,7 +82,7 @@ TrainingTrace single_process_cpu() {
   const int64_t rows = kRows / kMicro;
   for (int step = 0; step < kSteps; ++step) {
     model.zero_grad();
-    const data::Batch b = batch(step);
+    const data::Batch b = token_batch(0, kRows, kSeq, step);
     double loss = 0;
     for (int mb = 0; mb < kMicro; ++mb) {
       Tensor l =
@@ -109,12 +91,12 @@ TrainingTrace single_process_cpu() {
       l.backward(Tensor::full({}, 1.0f / kMicro));
     }
     run.losses.push_back(static_cast<float>(loss / kMicro));
-    run.grads.push_back(read(model, true));
+    run.grads.push_back(read_values(model, true));
     optimizer->step(kLearningRate);
-    run.weights.push_back(read(model, false));
+    run.weights.push_back(read_values(model, false));
   }
   autograd::NoGradGuard no_grad;
-  const data::Batch b = batch(0);
+  const data::Batch b = token_batch(0, kRows, kSeq, 0);
   run.eval_loss = model.loss(b.inputs, b.targets).item();
   run.tokens = model.generate(kPrompt, sampling());
   return run;
@@ -144,20 +126,20 @@ TrainingTrace pipeline_device(const ProcessGroupPtr& world, const std::string& s
     model.zero_grad();
     const parallel::StepBatches batches{
         [&] {
-          const data::Batch b = batch(step);
+          const data::Batch b = token_batch(0, kRows, kSeq, step);
           return data::Batch{b.inputs.to(device), b.targets.to(device)};
         },
         1, step};
     const parallel::StepLoss loss = pipeline.forward_backward(model, batches);
     EXPECT_TRUE(loss.device_loss.defined() && loss.device_loss.device() == device);
     pipeline.finish_backward();
-    run.grads.push_back(read(model, true));
+    run.grads.push_back(read_values(model, true));
     pipeline.step(kLearningRate, 1.0f);
-    run.weights.push_back(read(model, false));
+    run.weights.push_back(read_values(model, false));
     run.losses.push_back(loss.device_loss.item());
   }
   autograd::NoGradGuard no_grad;
-  const data::Batch b = batch(0);
+  const data::Batch b = token_batch(0, kRows, kSeq, 0);
   run.eval_loss =
       static_cast<float>(pipeline.eval_loss(model, {b.inputs.to(device), b.targets.to(device)}));
   run.tokens = pipeline.generate(model, kPrompt, sampling());
