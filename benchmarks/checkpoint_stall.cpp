@@ -461,14 +461,13 @@ int main(int argc, char** argv) {
           (long long)warmup, header.c_str());
       for (const int64_t every : intervals) {
         for (const auto& mode : modes) {
-          const RunResult r =
-              run(m, steps, every, after, mode, window, warmup, threads, device, data_dir,
-                  tmp / "ckpt");
+          const RunResult r = run(m, steps, every, after, mode, window, warmup, threads, device,
+                                  data_dir, tmp / "ckpt");
           const Row row = summarise(r, steps, after);
-          const PairedResult paired =
-              pairs > 0 ? run_paired(m, every, pairs, mode, window, warmup, threads, device,
-                                     data_dir, tmp / "ckpt")
-                        : PairedResult{};
+          const PairedResult paired = pairs > 0
+                                          ? run_paired(m, every, pairs, mode, window, warmup,
+                                                       threads, device, data_dir, tmp / "ckpt")
+                                          : PairedResult{};
           fs::remove_all(tmp / "ckpt");
           std::vector<double> paired_pct;
           for (size_t i = 0; i < paired.cost_ms.size(); ++i)

@@ -17,10 +17,10 @@
 #include "braid/core/generator.h"
 #include "braid/core/stream.h"
 #include "braid/nn/gpt.h"
-#include "braid/optim/optimizer.h"
-#include "braid/optim/schedule.h"
 #include "braid/ops/kernel_registry.h"
 #include "braid/ops/kernel_signatures.h"
+#include "braid/optim/optimizer.h"
+#include "braid/optim/schedule.h"
 #include "braid/train/device_placement.h"
 #include "support/bench_support.h"
 
@@ -128,7 +128,7 @@ int main(int argc, char** argv) {
           if (p.grad().defined()) grads.push_back(p.grad());
         const optim::ClipResult clip = optim::clip_on_device(grads, 1.0f);
         ops::kernel<ops::StepVerdictKernel>(device)(loss.detach(), clip.device, step, record,
-                                                   state);
+                                                    state);
         mark();
         opt.step(3e-4f, 1.0f);
       } else {

@@ -148,8 +148,8 @@ std::string format_bytes(size_t bytes) {
 }
 
 std::string out_of_memory_message(int device, size_t request, const DeviceMemoryStats& stats,
-                                  size_t device_free, size_t device_total,
-                                  size_t released_segments, size_t released_bytes) {
+                                  size_t device_free, size_t device_total, size_t released_segments,
+                                  size_t released_bytes) {
   auto both = [](size_t bytes) { return fmt::format("{} ({} bytes)", format_bytes(bytes), bytes); };
   return fmt::format(
       "cuda:{} is out of memory: allocating {} failed, also after releasing {} cached "
@@ -294,8 +294,9 @@ class CachingAllocator::Impl {
 
   // A fresh segment holding one free block (not in any pool) for a request of `size`.
   Block* new_segment(size_t bytes, size_t size, cudaStream_t stream, bool small) {
-    const size_t segment_bytes =
-        !cache_ ? size : small ? kSmallSegmentBytes : round_up(size, kLargeSegmentRound);
+    const size_t segment_bytes = !cache_ ? size
+                                 : small ? kSmallSegmentBytes
+                                         : round_up(size, kLargeSegmentRound);
     void* ptr = nullptr;
     if (backend_.malloc(device_, segment_bytes, &ptr) != cudaSuccess) {
       stats_.alloc_retries += 1;

@@ -62,8 +62,8 @@ ScratchBuffer::~ScratchBuffer() {
 void* allocate(size_t bytes, int device_index) {
   if (bytes == 0) return nullptr;
   DeviceGuard guard(device_index);  // the clear "no CUDA device" error comes from here
-  return device_allocator(device_index).allocate(bytes,
-                                                 device_stream(device_index, StreamRole::compute));
+  return device_allocator(device_index)
+      .allocate(bytes, device_stream(device_index, StreamRole::compute));
 }
 
 void release(void* ptr, int device_index) {
@@ -81,8 +81,7 @@ namespace {
 // source's allocator may hand `src` out again as soon as this returns. So the copy runs on the
 // destination's compute stream after an event of the source's, and is waited for. Rare (a
 // tensor moved between GPUs), so the simple, synchronous way.
-void copy_between_devices(void* dst, int dst_index, const void* src, int src_index,
-                          size_t bytes) {
+void copy_between_devices(void* dst, int dst_index, const void* src, int src_index, size_t bytes) {
   cudaEvent_t written = nullptr;
   {
     DeviceGuard guard(src_index);

@@ -93,8 +93,8 @@ void event_synchronize(void* event, int device_index) {
   BRAID_CUDA_CHECK(cudaEventSynchronize(static_cast<cudaEvent_t>(event)));
 }
 
-void copy_on_stream(void* dst, Device dst_device, const void* src, Device src_device,
-                    size_t bytes, void* stream, int device_index) {
+void copy_on_stream(void* dst, Device dst_device, const void* src, Device src_device, size_t bytes,
+                    void* stream, int device_index) {
   DeviceGuard guard(device_index);
   // cudaMemcpyDefault: unified addressing tells the direction (and a peer copy's devices).
   BRAID_CUDA_CHECK(
@@ -104,8 +104,8 @@ void copy_on_stream(void* dst, Device dst_device, const void* src, Device src_de
 }  // namespace
 
 cudaStream_t device_stream(int device_index, StreamRole role) {
-  BRAID_CHECK(device_index >= 0 && device_index < kMaxDevices,
-              "cuda:{} is past braid's {} devices", device_index, kMaxDevices);
+  BRAID_CHECK(device_index >= 0 && device_index < kMaxDevices, "cuda:{} is past braid's {} devices",
+              device_index, kMaxDevices);
   cudaStream_t stream =
       g_streams[device_index][static_cast<int>(role)].load(std::memory_order_acquire);
   return stream != nullptr ? stream : create_stream(device_index, role);

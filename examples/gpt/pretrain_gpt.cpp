@@ -71,8 +71,7 @@ int main(int argc, char** argv) {
     }
 #ifdef BRAID_WITH_NCCL
     // training.device cuda over several ranks reduces through NCCL.
-    braid::train::Trainer trainer(std::move(config), env->world(),
-                                  braid::dist::nccl_group_factory);
+    braid::train::Trainer trainer(std::move(config), env->world(), braid::dist::nccl_group_factory);
 #else
     braid::train::Trainer trainer(std::move(config), env->world());
 #endif

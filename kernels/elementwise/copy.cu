@@ -74,8 +74,7 @@ void launch_copy_strided(const void* src, void* dst, const StridedLayout& layout
 void launch_convert(const void* src, DType st, void* dst, DType dt, const StridedLayout& layout,
                     cudaStream_t stream) {
   const int64_t n = layout.numel();
-  convert_strided_kernel<<<grid_1d(n), kThreadsPerBlock, 0, stream>>>(src, st, dst, dt, layout,
-                                                                      n);
+  convert_strided_kernel<<<grid_1d(n), kThreadsPerBlock, 0, stream>>>(src, st, dst, dt, layout, n);
   BRAID_CUDA_CHECK_LAUNCH();
 }
 
@@ -89,7 +88,8 @@ void copy_dense_bytes(const void* src, void* dst, size_t bytes, cudaStream_t str
     ScratchBuffer staging(bytes, stream);
     BRAID_CUDA_CHECK(
         cudaMemcpyAsync(staging.as<char>(), s, bytes, cudaMemcpyDeviceToDevice, stream));
-    BRAID_CUDA_CHECK(cudaMemcpyAsync(d, staging.as<char>(), bytes, cudaMemcpyDeviceToDevice, stream));
+    BRAID_CUDA_CHECK(
+        cudaMemcpyAsync(d, staging.as<char>(), bytes, cudaMemcpyDeviceToDevice, stream));
     return;
   }
   BRAID_CUDA_CHECK(cudaMemcpyAsync(d, s, bytes, cudaMemcpyDeviceToDevice, stream));
@@ -100,7 +100,8 @@ void copy_launch(const Tensor& src, Tensor& dst, cudaStream_t stream) {
   const StridedLayout layout = collapse_layout(dst.shape(), strides, 2);
   const void* ps = src.data_ptr();
   void* pd = dst.data_ptr();
-  if (src.dtype() != dst.dtype()) return launch_convert(ps, src.dtype(), pd, dst.dtype(), layout, stream);
+  if (src.dtype() != dst.dtype())
+    return launch_convert(ps, src.dtype(), pd, dst.dtype(), layout, stream);
   if (layout.dense()) return copy_dense_bytes(ps, pd, dst.nbytes(), stream);
   switch (dtype_size(dst.dtype())) {
     case 1:

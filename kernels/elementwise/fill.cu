@@ -38,11 +38,11 @@ void launch_fill(void* out, const StridedLayout& layout, uint64_t bits, cudaStre
   T pattern;
   std::memcpy(&pattern, &bits, sizeof(T));  // the low bytes: x86-64 and CUDA are little-endian
   if (layout.dense()) {
-    fill_dense_kernel<T><<<grid_1d(n), kThreadsPerBlock, 0, stream>>>(static_cast<T*>(out), n,
-                                                                      pattern);
+    fill_dense_kernel<T>
+        <<<grid_1d(n), kThreadsPerBlock, 0, stream>>>(static_cast<T*>(out), n, pattern);
   } else {
-    fill_strided_kernel<T><<<grid_1d(n), kThreadsPerBlock, 0, stream>>>(static_cast<T*>(out),
-                                                                        layout, n, pattern);
+    fill_strided_kernel<T>
+        <<<grid_1d(n), kThreadsPerBlock, 0, stream>>>(static_cast<T*>(out), layout, n, pattern);
   }
   BRAID_CUDA_CHECK_LAUNCH();
 }

@@ -117,12 +117,11 @@ void copy_async(void* dst, Device dst_device, const void* src, Device src_device
     std::memcpy(dst, src, bytes);
     return;
   }
-  BRAID_CHECK(!stream.device().is_cpu() &&
-                  (stream.device() == dst_device || stream.device() == src_device),
-              "copy_async from {} to {} on {}'s {} stream: the stream must belong to a device of "
-              "the copy",
-              src_device.str(), dst_device.str(), stream.device().str(),
-              stream_role_name(stream.role()));
+  BRAID_CHECK(
+      !stream.device().is_cpu() && (stream.device() == dst_device || stream.device() == src_device),
+      "copy_async from {} to {} on {}'s {} stream: the stream must belong to a device of "
+      "the copy",
+      src_device.str(), dst_device.str(), stream.device().str(), stream_role_name(stream.role()));
   stream_ops(stream.device().kind)
       .copy(dst, dst_device, src, src_device, bytes, stream.native(), stream.device().index);
 }

@@ -85,8 +85,7 @@ Tensor Tensor::from_vector(const std::vector<float>& values, const Shape& shape,
   return tensor_of(values, shape, device);
 }
 
-Tensor Tensor::from_vector(const std::vector<int32_t>& values, const Shape& shape,
-                           Device device) {
+Tensor Tensor::from_vector(const std::vector<int32_t>& values, const Shape& shape, Device device) {
   return tensor_of(values, shape, device);
 }
 
@@ -239,8 +238,7 @@ namespace {
 // densifies on the source's device first, and scatters into a strided destination on the
 // destination's device afterwards (one staging copy per side that needs it).
 void copy_across_devices(const Tensor& src, Tensor& dst) {
-  const Tensor from =
-      src.is_contiguous() && src.dtype() == dst.dtype() ? src : src.to(dst.dtype());
+  const Tensor from = src.is_contiguous() && src.dtype() == dst.dtype() ? src : src.to(dst.dtype());
   Tensor into = dst.is_contiguous() ? dst : Tensor::empty(dst.shape(), dst.dtype(), dst.device());
   const DeviceKind kind = dst.device().is_cpu() ? src.device().kind : dst.device().kind;
   device_memory(kind).copy(into.data_ptr(), into.device(), from.data_ptr(), from.device(),

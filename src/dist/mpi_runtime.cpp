@@ -156,8 +156,8 @@ std::string describe_collective(const Diagnosis& d) {
   std::string message = fmt::format(
       "collective timed out: group '{}' ({}, {} ranks) {} seq {} ({}) did not complete within "
       "{:.1f}s on {}; never joined: {}; not responding: {}",
-      op.group_name, op.backend, op.world_ranks.size(), op_kind_name(op.kind), op.seq, op.detail, op.elapsed_s,
-      rank_str(op, op.group_rank), join_or_none(never), join_or_none(silent));
+      op.group_name, op.backend, op.world_ranks.size(), op_kind_name(op.kind), op.seq, op.detail,
+      op.elapsed_s, rank_str(op, op.group_rank), join_or_none(never), join_or_none(silent));
   if (!other_op.empty())
     message += fmt::format("; joined with a different collective: {}", join_or_none(other_op));
   if (never.empty() && silent.empty() && other_op.empty())

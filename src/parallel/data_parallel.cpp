@@ -217,10 +217,9 @@ void DataParallel::step(float lr, float grad_scale) {
                                         shard_grads_.narrow(0, s.shard_begin, s.length),
                                         exp_avg_.narrow(0, s.shard_begin, s.length),
                                         exp_avg_sq_.narrow(0, s.shard_begin, s.length)});
-    updates.push_back(
-        {&v.param, &v.grad, &v.exp_avg, &v.exp_avg_sq,
-         ops::AdamWHyper{lr, adamw.beta1, adamw.beta2, adamw.eps, weight_decay_[s.param],
-                         update_step}});
+    updates.push_back({&v.param, &v.grad, &v.exp_avg, &v.exp_avg_sq,
+                       ops::AdamWHyper{lr, adamw.beta1, adamw.beta2, adamw.eps,
+                                       weight_decay_[s.param], update_step}});
   }
   if (device_step) {
     ops::kernel<ops::AdamWGroupDeviceKernel>(device_)(updates, record, optimizer.device_state(),

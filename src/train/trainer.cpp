@@ -95,8 +95,8 @@ Trainer::Trainer(TrainConfig config, dist::ProcessGroupPtr world, DeviceGroupsFo
                 "device) and pass dist::nccl_group_factory (dist/nccl_process_group.h) as the "
                 "Trainer's device_groups, or train this layout with training.device \"cpu\"",
                 tr.device(), par.tp(), par.dp());
-    grid_ = std::make_unique<dist::ParallelGrid>(world, axes, device_,
-                                                 device_groups(device_.index));
+    grid_ =
+        std::make_unique<dist::ParallelGrid>(world, axes, device_, device_groups(device_.index));
   }
   if (world->size() > 1) {
     set_log_prefix(fmt::format("[{} {}]", world->rank(), grid_->describe()));

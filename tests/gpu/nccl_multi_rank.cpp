@@ -290,9 +290,9 @@ void check_timeout(const std::shared_ptr<NcclProcessGroup>& world) {
     } catch (const std::exception& e) {
       message = e.what();
     }
-    for (const char* part : {"collective timed out", "group 'doomed' (nccl, 2 ranks)",
-                             "all_reduce seq 2",
-                             "never joined: rank 1 [last issued seq 1, started seq 1]"})
+    for (const char* part :
+         {"collective timed out", "group 'doomed' (nccl, 2 ranks)", "all_reduce seq 2",
+          "never joined: rank 1 [last issued seq 1, started seq 1]"})
       expect(message.find(part) != std::string::npos,
              fmt::format("timeout message lacks '{}': '{}'", part, message));
     // The group stays failed.

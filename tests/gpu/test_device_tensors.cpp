@@ -181,7 +181,8 @@ TEST(DeviceTensors, CopyConvertsBetweenEveryPairOfDtypesLikeTheCpu) {
     }
   }
   // i64 ids above 2^24 do not round through float.
-  const Tensor big = Tensor::from_vector(std::vector<int32_t>{(1 << 24) + 1, -((1 << 30) + 3)}, {2});
+  const Tensor big =
+      Tensor::from_vector(std::vector<int32_t>{(1 << 24) + 1, -((1 << 30) + 3)}, {2});
   Tensor wide = Tensor::empty({2}, DType::i64, gpu_device());
   wide.copy_(gpu(big));
   Tensor back = Tensor::empty({2}, DType::i32, gpu_device());
@@ -304,11 +305,23 @@ TEST(DeviceTensors, ViewsOfDeviceTensorsThenContiguousAndCopy) {
   };
   const std::vector<View> views = {
       {"transpose", [](const Tensor& t) { return t.transpose(0, 2); }},
-      {"permute", [](const Tensor& t) { return t.permute({1, 2, 0}); }},
+      {"permute",
+       [](const Tensor& t) {
+         return t.permute({1, 2, 0});
+       }},
       {"narrow", [](const Tensor& t) { return t.narrow(2, 1, 2); }},
-      {"reshape (a view)", [](const Tensor& t) { return t.reshape({6, 4}); }},
-      {"reshape (a copy)", [](const Tensor& t) { return t.transpose(1, 2).reshape({2, 12}); }},
-      {"expand", [](const Tensor& t) { return t.narrow(0, 0, 1).alias({5, 3, 4}, {0, 4, 1}, 0); }},
+      {"reshape (a view)",
+       [](const Tensor& t) {
+         return t.reshape({6, 4});
+       }},
+      {"reshape (a copy)",
+       [](const Tensor& t) {
+         return t.transpose(1, 2).reshape({2, 12});
+       }},
+      {"expand",
+       [](const Tensor& t) {
+         return t.narrow(0, 0, 1).alias({5, 3, 4}, {0, 4, 1}, 0);
+       }},
   };
   for (const View& v : views) {
     SCOPED_TRACE(v.name);
@@ -317,7 +330,8 @@ TEST(DeviceTensors, ViewsOfDeviceTensorsThenContiguousAndCopy) {
     EXPECT_EQ(vd.shape(), vh.shape());
     EXPECT_EQ(vd.strides(), vh.strides());
     EXPECT_TRUE(bitwise_equal(host(vd.contiguous()), vh.contiguous()));
-    Tensor into_h = Tensor::zeros(vh.shape()), into_d = Tensor::zeros(vh.shape(), DType::f32, d.device());
+    Tensor into_h = Tensor::zeros(vh.shape()),
+           into_d = Tensor::zeros(vh.shape(), DType::f32, d.device());
     into_h.copy_(vh);
     into_d.copy_(vd);
     EXPECT_TRUE(bitwise_equal(host(into_d), into_h));
@@ -336,8 +350,7 @@ struct DeviceCase {
   double grad_rtol = 0, grad_atol = 0;  // input gradients; (0, 0): bitwise
 };
 
-void expect_match(const Tensor& device_result, const Tensor& cpu_result, double rtol,
-                  double atol) {
+void expect_match(const Tensor& device_result, const Tensor& cpu_result, double rtol, double atol) {
   ASSERT_EQ(device_result.device(), gpu_device()) << "the op left its result on the host";
   if (rtol == 0 && atol == 0)
     EXPECT_TRUE(bitwise_equal(host(device_result), cpu_result));
@@ -398,20 +411,35 @@ TEST(DeviceOps, Elementwise) {
   // One IEEE operation per element on both sides: bitwise. Gradients of broadcast operands are
   // sums over the broadcast rows: the trailing-block sums are in double on both sides (at most
   // 1 ulp apart after rounding), the others in float on the CPU (order_bound).
-  run_on_both({"add_broadcast", {a, b},
-               [](const std::vector<Tensor>& x, Device) { return std::vector<Tensor>{add(x[0], x[1])}; },
-               0, 0, 2 * kEps, order_bound(6, 6 * 4.0)});
-  run_on_both({"sub_outer", {c, d},
-               [](const std::vector<Tensor>& x, Device) { return std::vector<Tensor>{sub(x[0], x[1])}; },
-               0, 0, 2 * kEps, order_bound(4, 4 * 4.0)});
-  run_on_both({"mul_broadcast", {a, b},
-               [](const std::vector<Tensor>& x, Device) { return std::vector<Tensor>{mul(x[0], x[1])}; },
-               0, 0, 2 * kEps, order_bound(6, 6 * 16.0)});
-  run_on_both({"mul_self", {a},
-               [](const std::vector<Tensor>& x, Device) { return std::vector<Tensor>{mul(x[0], x[0])}; }});
+  run_on_both(
+      {"add_broadcast",
+       {a, b},
+       [](const std::vector<Tensor>& x, Device) { return std::vector<Tensor>{add(x[0], x[1])}; },
+       0,
+       0,
+       2 * kEps,
+       order_bound(6, 6 * 4.0)});
+  run_on_both(
+      {"sub_outer",
+       {c, d},
+       [](const std::vector<Tensor>& x, Device) { return std::vector<Tensor>{sub(x[0], x[1])}; },
+       0,
+       0,
+       2 * kEps,
+       order_bound(4, 4 * 4.0)});
+  run_on_both(
+      {"mul_broadcast",
+       {a, b},
+       [](const std::vector<Tensor>& x, Device) { return std::vector<Tensor>{mul(x[0], x[1])}; },
+       0,
+       0,
+       2 * kEps,
+       order_bound(6, 6 * 16.0)});
+  run_on_both({"mul_self", {a}, [](const std::vector<Tensor>& x, Device) {
+                 return std::vector<Tensor>{mul(x[0], x[0])};
+               }});
   // alpha x + 0 rounds once on both sides (a fused multiply-add of 0 is the product): bitwise.
-  run_on_both({"scale_of_a_view", {a},
-               [](const std::vector<Tensor>& x, Device) {
+  run_on_both({"scale_of_a_view", {a}, [](const std::vector<Tensor>& x, Device) {
                  return std::vector<Tensor>{scale(x[0].transpose(0, 2), -1.5f)};
                }});
 }
@@ -427,19 +455,27 @@ TEST(DeviceOps, Reductions) {
   // The CPU adds float partials of 256-element blocks in double, the device sums in double:
   // order_bound over all 105 terms. The gradient spreads the incoming value (bitwise; mean's
   // 1/n is one rounding of the same product on both sides).
-  run_on_both({"sum", {x},
-               [](const std::vector<Tensor>& in, Device) { return std::vector<Tensor>{sum(in[0])}; },
-               0, order_bound(105, abs_sum)});
-  run_on_both({"sum_of_a_view", {x},
+  run_on_both(
+      {"sum",
+       {x},
+       [](const std::vector<Tensor>& in, Device) { return std::vector<Tensor>{sum(in[0])}; },
+       0,
+       order_bound(105, abs_sum)});
+  run_on_both({"sum_of_a_view",
+               {x},
                [](const std::vector<Tensor>& in, Device) {
                  return std::vector<Tensor>{sum(in[0].narrow(2, 1, 4).transpose(0, 1))};
                },
-               0, order_bound(105, abs_sum)});
+               0,
+               order_bound(105, abs_sum)});
   // mean: the same sum, then s / n in double on the CPU but (float) s * (float) (1 / n) on the
   // device: 2 more roundings.
-  run_on_both({"mean", {x},
-               [](const std::vector<Tensor>& in, Device) { return std::vector<Tensor>{mean(in[0])}; },
-               3 * kEps, order_bound(105, abs_sum) / 105});
+  run_on_both(
+      {"mean",
+       {x},
+       [](const std::vector<Tensor>& in, Device) { return std::vector<Tensor>{mean(in[0])}; },
+       3 * kEps,
+       order_bound(105, abs_sum) / 105});
   // The reduction of a 0-d tensor is a new tensor, not the input.
   const Tensor three = Tensor::full({}, 3.0f, DType::f32, gpu_device());
   EXPECT_NE(sum(three).storage(), three.storage());
@@ -448,8 +484,7 @@ TEST(DeviceOps, Reductions) {
   // the CPU otherwise), sum_of_squares (double on both, 105 terms), add_ and scale_ (bitwise).
   const Tensor xd = gpu(x);
   expect_match(sum_to_shape(xd, {5, 7}), sum_to_shape(x, {5, 7}), 2 * kEps, 1e-30);
-  expect_match(sum_to_shape(xd, {3, 1, 7}), sum_to_shape(x, {3, 1, 7}), 0,
-               order_bound(5, abs_sum));
+  expect_match(sum_to_shape(xd, {3, 1, 7}), sum_to_shape(x, {3, 1, 7}), 0, order_bound(5, abs_sum));
   EXPECT_NEAR(sum_of_squares(xd), sum_of_squares(x), 105 * kEps * sum_of_squares(x));
   Tensor acc_h = x.clone(), acc_d = gpu(x);
   const Tensor row = randn({7}, 45);
@@ -468,24 +503,42 @@ TEST(DeviceOps, MatmulAndLinear) {
   // against the CPU's sgemm): order_bound(K, K max|a| max|b|) per element. Randn values here
   // stay below 4 and the output gradients too, so every magnitude is bounded by 16 K.
   auto gemm_tol = [](int64_t k) { return order_bound(k + 1, 16.0 * (k + 1)); };
-  run_on_both({"matmul_batched", {a, b},
-               [](const std::vector<Tensor>& x, Device) { return std::vector<Tensor>{matmul(x[0], x[1])}; },
-               0, gemm_tol(4), 0, gemm_tol(6)});
-  run_on_both({"matmul_shared_b", {a, b2},
-               [](const std::vector<Tensor>& x, Device) { return std::vector<Tensor>{matmul(x[0], x[1])}; },
-               0, gemm_tol(4), 0, gemm_tol(6)});
+  run_on_both(
+      {"matmul_batched",
+       {a, b},
+       [](const std::vector<Tensor>& x, Device) { return std::vector<Tensor>{matmul(x[0], x[1])}; },
+       0,
+       gemm_tol(4),
+       0,
+       gemm_tol(6)});
+  run_on_both(
+      {"matmul_shared_b",
+       {a, b2},
+       [](const std::vector<Tensor>& x, Device) { return std::vector<Tensor>{matmul(x[0], x[1])}; },
+       0,
+       gemm_tol(4),
+       0,
+       gemm_tol(6)});
   // The bias joins the sum as one more term (the CPU adds it inside the GEMM, the device starts
   // C from it); its gradient is a double column sum on both sides.
-  run_on_both({"linear_bias", {a, w, bias},
+  run_on_both({"linear_bias",
+               {a, w, bias},
                [](const std::vector<Tensor>& x, Device) {
                  return std::vector<Tensor>{linear(x[0], x[1], x[2])};
                },
-               0, gemm_tol(5), 0, gemm_tol(6)});
-  run_on_both({"linear_no_bias_of_a_view", {a, w},
+               0,
+               gemm_tol(5),
+               0,
+               gemm_tol(6)});
+  run_on_both({"linear_no_bias_of_a_view",
+               {a, w},
                [](const std::vector<Tensor>& x, Device) {
                  return std::vector<Tensor>{linear(x[0].transpose(0, 1), x[1])};
                },
-               0, gemm_tol(4), 0, gemm_tol(6)});
+               0,
+               gemm_tol(4),
+               0,
+               gemm_tol(6)});
 }
 
 TEST(DeviceOps, ActivationsAndNorm) {
@@ -494,21 +547,35 @@ TEST(DeviceOps, ActivationsAndNorm) {
   // GELU: tanh differs by <= 4e-7 absolute (tanhf against the CPU's polynomial); y errs by
   // 0.5 |x| of that plus 4 ulp, dx by |dy| (0.5 + |x| dinner) of it, dinner <= 2.5 for |x| < 4
   // (test_cuda_kernels.cpp, GeluMatchesCpu).
-  run_on_both({"gelu", {x},
-               [](const std::vector<Tensor>& in, Device) { return std::vector<Tensor>{gelu(in[0])}; },
-               4 * kEps, 0.5 * 4 * 4e-7, 4 * kEps, 4.0 * (0.5 + 4 * 2.5) * 4e-7});
+  run_on_both(
+      {"gelu",
+       {x},
+       [](const std::vector<Tensor>& in, Device) { return std::vector<Tensor>{gelu(in[0])}; },
+       4 * kEps,
+       0.5 * 4 * 4e-7,
+       4 * kEps,
+       4.0 * (0.5 + 4 * 2.5) * 4e-7});
   // softmax: 2-ulp exps and an 8-term sum: 1e-5 relative bounds both sides (the kernel test's
   // bound for 1000-term rows); its gradient subtracts an 8-term dot product.
-  run_on_both({"softmax", {x},
-               [](const std::vector<Tensor>& in, Device) { return std::vector<Tensor>{softmax(in[0])}; },
-               1e-5, 1e-12, 1e-5, order_bound(8, 8 * 4.0)});
+  run_on_both(
+      {"softmax",
+       {x},
+       [](const std::vector<Tensor>& in, Device) { return std::vector<Tensor>{softmax(in[0])}; },
+       1e-5,
+       1e-12,
+       1e-5,
+       order_bound(8, 8 * 4.0)});
   // layer_norm: mean and variance are 8-term float sums in different orders; the kernel test's
   // bounds for 768 terms (1e-4) cover these by far.
-  run_on_both({"layer_norm", {x, lw, lb},
+  run_on_both({"layer_norm",
+               {x, lw, lb},
                [](const std::vector<Tensor>& in, Device) {
                  return std::vector<Tensor>{layer_norm(in[0], in[1], in[2], 1e-5f)};
                },
-               1e-4, 2e-4, 1e-4, 1e-4});
+               1e-4,
+               2e-4,
+               1e-4,
+               1e-4});
 }
 
 TEST(DeviceOps, Attention) {
@@ -524,17 +591,25 @@ TEST(DeviceOps, Attention) {
   const double tol = 4 * score_err + (D + T) * kEps * 4;
   const double grad_tol = 4 * (score_err * 4 * 5 + tol);
   for (bool causal : {false, true}) {
-    run_on_both({causal ? "attention_causal" : "attention", {q, k, v},
+    run_on_both({causal ? "attention_causal" : "attention",
+                 {q, k, v},
                  [causal](const std::vector<Tensor>& x, Device) {
                    return std::vector<Tensor>{attention(x[0], x[1], x[2], causal)};
                  },
-                 tol, tol, grad_tol, grad_tol});
+                 tol,
+                 tol,
+                 grad_tol,
+                 grad_tol});
   }
-  run_on_both({"causal_self_attention", {qkv},
+  run_on_both({"causal_self_attention",
+               {qkv},
                [](const std::vector<Tensor>& x, Device) {
                  return std::vector<Tensor>{causal_self_attention(x[0], H)};
                },
-               tol, tol, grad_tol, grad_tol});
+               tol,
+               tol,
+               grad_tol,
+               grad_tol});
 }
 
 TEST(DeviceOps, EmbeddingAndCrossEntropy) {
@@ -542,8 +617,7 @@ TEST(DeviceOps, EmbeddingAndCrossEntropy) {
   const std::vector<int32_t> ids{3, 0, 3, 6, 1, 3, 0, 2};
   const Tensor table = randn({7, 5}, 58);
   // Gathers copy; both backward kernels add each row's contributions in token order: bitwise.
-  run_on_both({"embedding", {table},
-               [ids](const std::vector<Tensor>& x, Device d) {
+  run_on_both({"embedding", {table}, [ids](const std::vector<Tensor>& x, Device d) {
                  return std::vector<Tensor>{embedding(x[0], Tensor::from_vector(ids, {2, 4}, d))};
                }});
   // Straight into an existing .grad (the direct path, whose id grouping runs on the host copy
@@ -566,25 +640,32 @@ TEST(DeviceOps, EmbeddingAndCrossEntropy) {
   const std::vector<int32_t> targets{2, -1, 5, 0, 4, -1};
   const Tensor logits = randn({2, 3, 6}, 61, 2.0f);
   const double ce_grad_rtol = 1e-5 + 6 * kEps, ce_grad_atol = 4 * 8 * kEps / 4;  // 4 counted
-  run_on_both({"cross_entropy_ignore_rows", {logits},
-               [targets](const std::vector<Tensor>& x, Device d) {
-                 return std::vector<Tensor>{
-                     cross_entropy(x[0], Tensor::from_vector(targets, {2, 3}, d))};
-               },
-               1e-6, 1e-5, ce_grad_rtol, ce_grad_atol});
+  run_on_both(
+      {"cross_entropy_ignore_rows",
+       {logits},
+       [targets](const std::vector<Tensor>& x, Device d) {
+         return std::vector<Tensor>{cross_entropy(x[0], Tensor::from_vector(targets, {2, 3}, d))};
+       },
+       1e-6,
+       1e-5,
+       ce_grad_rtol,
+       ce_grad_atol});
   const std::vector<int32_t> padded_targets{4, 0, -1, 2, 1};
-  run_on_both({"cross_entropy_padded_vocab", {randn({5, 8}, 62, 2.0f)},
+  run_on_both({"cross_entropy_padded_vocab",
+               {randn({5, 8}, 62, 2.0f)},
                [padded_targets](const std::vector<Tensor>& x, Device d) {
                  return std::vector<Tensor>{
                      cross_entropy(x[0], Tensor::from_vector(padded_targets, {5}, d), 5)};
                },
-               1e-6, 1e-5, ce_grad_rtol, ce_grad_atol});
+               1e-6,
+               1e-5,
+               ce_grad_rtol,
+               ce_grad_atol});
   // The loss as training uses it: logits of an op handed over by move, backward from the
   // default seed (a one on the device); add(l, l)'s gradient doubles exactly.
   Tensor l_h = logits.clone().set_requires_grad(true), l_d = gpu(logits).set_requires_grad(true);
   Tensor loss_h = cross_entropy(add(l_h, l_h), Tensor::from_vector(targets, {2, 3}));
-  Tensor loss_d =
-      cross_entropy(add(l_d, l_d), Tensor::from_vector(targets, {2, 3}, gpu_device()));
+  Tensor loss_d = cross_entropy(add(l_d, l_d), Tensor::from_vector(targets, {2, 3}, gpu_device()));
   expect_match(loss_d, loss_h, 1e-6, 2e-5);  // logits of twice the size: lse within 2e-5
   loss_h.backward();
   loss_d.backward();
@@ -596,15 +677,16 @@ TEST(DeviceOps, ViewsCatAndSplit) {
   const Tensor x = randn({2, 3, 4}, 63), y = randn({2, 2, 4}, 64);
   // Views and copies move values: bitwise, forward and backward (narrow's gradient is zeros
   // with the slice copied in; split's is a cat).
-  run_on_both({"views", {x},
-               [](const std::vector<Tensor>& in, Device) {
+  run_on_both({"views", {x}, [](const std::vector<Tensor>& in, Device) {
                  const Tensor t = in[0].transpose(0, 2);
-                 return std::vector<Tensor>{reshape(in[0], {6, 4}), t, in[0].permute({1, 0, 2}),
-                                            narrow(in[0], 1, 1, 2), contiguous(t),
+                 return std::vector<Tensor>{reshape(in[0], {6, 4}),
+                                            t,
+                                            in[0].permute({1, 0, 2}),
+                                            narrow(in[0], 1, 1, 2),
+                                            contiguous(t),
                                             reshape(t, {24})};
                }});
-  run_on_both({"cat_and_split", {x, y},
-               [](const std::vector<Tensor>& in, Device) {
+  run_on_both({"cat_and_split", {x, y}, [](const std::vector<Tensor>& in, Device) {
                  std::vector<Tensor> out = split(in[0], {1, 2}, 1);
                  out.push_back(cat({in[0], in[1]}, 1));
                  return out;
@@ -618,14 +700,18 @@ TEST(DeviceOps, ASmallGraphBackwardMatchesTheCpu) {
   // own bound above (a few 1e-6 relative at these sizes); through six stages 1e-4 relative.
   const Tensor x = randn({3, 4, 6}, 65), w = randn({8, 6}, 66, 0.4f), b = randn({8}, 67),
                lw = randn({8}, 68, 0.2f, 1.0f), lb = randn({8}, 69, 0.2f), m = randn({8, 5}, 70);
-  run_on_both({"graph", {x, w, b, lw, lb, m},
+  run_on_both({"graph",
+               {x, w, b, lw, lb, m},
                [](const std::vector<Tensor>& in, Device) {
                  const Tensor h = gelu(linear(in[0], in[1], in[2]));
                  const Tensor n = layer_norm(add(h, h), in[3], in[4], 1e-5f);
                  const Tensor p = softmax(matmul(n, in[5]));
                  return std::vector<Tensor>{mean(mul(p, p)), sum(n)};
                },
-               1e-4, 1e-5, 1e-4, 1e-5});
+               1e-4,
+               1e-5,
+               1e-4,
+               1e-5});
 }
 
 // ================================ device mismatches =========================================
@@ -650,9 +736,9 @@ TEST(DeviceOps, InputsOnDifferentDevicesNameTheOpAndBothDevices) {
                         "attention: q is on cuda:0 but v is on cpu");
   EXPECT_ERROR_CONTAINS(embedding(d, Tensor::from_vector(std::vector<int32_t>{0, 1}, {2})),
                         "embedding: weight is on cuda:0 but ids is on cpu");
-  EXPECT_ERROR_CONTAINS(cross_entropy(h, Tensor::from_vector(std::vector<int32_t>{0, 1}, {2},
-                                                             gpu_device())),
-                        "cross_entropy: logits is on cpu but targets is on cuda:0");
+  EXPECT_ERROR_CONTAINS(
+      cross_entropy(h, Tensor::from_vector(std::vector<int32_t>{0, 1}, {2}, gpu_device())),
+      "cross_entropy: logits is on cpu but targets is on cuda:0");
   EXPECT_ERROR_CONTAINS(cat({d, d, h}, 0), "cat: input 0 is on cuda:0 but input 2 is on cpu");
   // A backward seed on the wrong device, and a gradient meeting a .grad on another device.
   Tensor leaf = gpu(h).set_requires_grad(true);
@@ -688,11 +774,10 @@ TEST(DeviceOps, GptForwardAndBackwardMatchTheCpu) {
   const std::vector<int32_t> ids = testing::ids_of(testing::random_ids({2, 8}, 50, 77));
   std::vector<int32_t> targets = testing::ids_of(testing::random_ids({2, 8}, 50, 78));
   targets[5] = -1;  // one ignored position
-  const Tensor loss_h = cpu_model.loss(Tensor::from_vector(ids, {2, 8}),
-                                       Tensor::from_vector(targets, {2, 8}));
-  const Tensor loss_d =
-      gpu_model.loss(Tensor::from_vector(ids, {2, 8}, gpu_device()),
-                     Tensor::from_vector(targets, {2, 8}, gpu_device()));
+  const Tensor loss_h =
+      cpu_model.loss(Tensor::from_vector(ids, {2, 8}), Tensor::from_vector(targets, {2, 8}));
+  const Tensor loss_d = gpu_model.loss(Tensor::from_vector(ids, {2, 8}, gpu_device()),
+                                       Tensor::from_vector(targets, {2, 8}, gpu_device()));
   ASSERT_EQ(loss_d.device(), gpu_device());
   // The bar for training on a device: the loss within 1e-5 relative.
   EXPECT_NEAR(loss_d.item(), loss_h.item(), 1e-5 * std::abs(loss_h.item()));

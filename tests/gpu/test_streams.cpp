@@ -60,7 +60,8 @@ TEST(CudaStreams, TheComputeStreamIsCurrentAndNotTheLegacyDefault) {
 #ifndef BRAID_SIMT
   // Non-blocking: no implicit synchronisation with the legacy stream (the emulator runs every
   // operation at once and has no flags to ask).
-  for (cudaStream_t s : {compute, static_cast<cudaStream_t>(copy), static_cast<cudaStream_t>(comm)}) {
+  for (cudaStream_t s :
+       {compute, static_cast<cudaStream_t>(copy), static_cast<cudaStream_t>(comm)}) {
     unsigned flags = 0;
     ASSERT_EQ(cudaStreamGetFlags(s, &flags), cudaSuccess);
     EXPECT_EQ(flags & cudaStreamNonBlocking, cudaStreamNonBlocking);

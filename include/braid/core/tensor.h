@@ -65,8 +65,7 @@ class Tensor {
   // ---- factories -------------------------------------------------------------------------
   static Tensor empty(const Shape& shape, DType dtype = DType::f32, Device device = {});
   static Tensor zeros(const Shape& shape, DType dtype = DType::f32, Device device = {});
-  static Tensor full(const Shape& shape, float value, DType dtype = DType::f32,
-                     Device device = {});
+  static Tensor full(const Shape& shape, float value, DType dtype = DType::f32, Device device = {});
   // The values are copied from the host; on a device that is one host-to-device copy.
   static Tensor from_vector(const std::vector<float>& values, const Shape& shape,
                             Device device = {});
@@ -110,10 +109,10 @@ class Tensor {
   // A new view of the same storage; no autograd edge. The differentiable views live in
   // braid/ops (reshape, transpose, narrow, ...) and are also reachable as methods below.
   Tensor alias(const Shape& shape, const Shape& strides, int64_t offset) const;
-  Tensor detach() const;             // same data, no grad history
-  Tensor clone() const;              // dense copy, no grad history
-  Tensor to(DType dtype) const;      // dense converted copy (same dtype: dense copy)
-  Tensor to(Device device) const;    // dense copy on another device (any layout)
+  Tensor detach() const;           // same data, no grad history
+  Tensor clone() const;            // dense copy, no grad history
+  Tensor to(DType dtype) const;    // dense converted copy (same dtype: dense copy)
+  Tensor to(Device device) const;  // dense copy on another device (any layout)
   // Elementwise copy with dtype conversion; shapes must match. Any layouts, dtypes and devices:
   // within a device its copy kernel runs, between devices dense bytes move (staged through a
   // dense copy on the side that is strided or of the other dtype).

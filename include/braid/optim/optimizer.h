@@ -89,7 +89,6 @@ class AdamW : public Optimizer {
   const Tensor& bias_table(Device device, int64_t steps);
 
  private:
-
   AdamWOptions options_;
   std::vector<Tensor> exp_avg_, exp_avg_sq_;
   Tensor bias_table_;

@@ -124,8 +124,7 @@ class Trainer {
   std::function<data::Batch()> step_batches();
   // On the host: the step's loss and norm into `m`, and whether its update is skipped (a
   // non-finite one; an error unless skip_nonfinite_steps).
-  void host_verdict(const parallel::StepLoss& pass, const optim::ClipResult& clip,
-                    StepMetrics& m);
+  void host_verdict(const parallel::StepLoss& pass, const optim::ClipResult& clip, StepMetrics& m);
   // On a device: the step's record (loss, norm, scale, skip flag; f32[ops::kStepRecord] there),
   // which the update reads; nothing comes back to the host.
   Tensor device_verdict(const parallel::StepLoss& pass, const optim::ClipResult& clip);

@@ -15,13 +15,12 @@
 #include "braid/optim/optimizer.h"
 #include "braid/parallel/data_parallel.h"
 #include "cuda_runtime.cuh"
-#include "dist/nccl_process_group.h"
 #include "device_test_values.h"
+#include "dist/nccl_process_group.h"
 #include "dist_test.h"
 
 namespace braid::dist::testing {
 namespace {
-
 
 constexpr int64_t kRows = 4;  // the global batch, split evenly over the ranks
 constexpr int64_t kSeq = 8;

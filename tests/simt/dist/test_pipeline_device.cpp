@@ -21,8 +21,8 @@
 #include "braid/parallel/pipeline/pipeline_parallel.h"
 #include "braid/parallel/pipeline/validate.h"
 #include "cuda_runtime.cuh"
-#include "dist/nccl_process_group.h"
 #include "device_test_values.h"
+#include "dist/nccl_process_group.h"
 #include "dist_test.h"
 
 namespace braid::dist::testing {

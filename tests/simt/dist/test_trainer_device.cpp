@@ -86,9 +86,9 @@ training {{ steps: {} batch_size: {} seq_len: 16 val_every: 0 seed: 11 device: "
 parallel {{ tp: {} pp: {} dp: {} sequence_parallel: {} strategy: "{}" schedule: "{}"
            virtual_stages: {} micro_batches: {} }}
 )",
-                    dir_.string(), kLearningRate, kGradClip, kSteps, global_batch / l.dp,
-                    l.device, l.tp, l.pp, l.dp, l.sequence_parallel ? "true" : "false",
-                    l.strategy, l.schedule, l.virtual_stages, l.pp > 1 ? 2 : 0),
+                    dir_.string(), kLearningRate, kGradClip, kSteps, global_batch / l.dp, l.device,
+                    l.tp, l.pp, l.dp, l.sequence_parallel ? "true" : "false", l.strategy,
+                    l.schedule, l.virtual_stages, l.pp > 1 ? 2 : 0),
         "test");
   }
 
@@ -152,8 +152,9 @@ TEST_F(TrainerDevice, LayoutsWithoutWhatTheyNeedAreClearErrors) {
     return "";
   };
   // No device communicators handed in.
-  const std::string none = error_of(
-      [&] { train::Trainer trainer(config({1, 2, false, "ddp", "cuda"}), world_ptr()); });
+  const std::string none = error_of([&] {
+    train::Trainer trainer(config({1, 2, false, "ddp", "cuda"}), world_ptr());
+  });
   EXPECT_NE(none.find("training.device \"cuda\" with parallel.tp=1 dp=2 needs device "
                       "communicators, and this Trainer was given none: link braid_nccl"),
             std::string::npos)

@@ -110,7 +110,7 @@ TEST_F(StreamDispatch, StreamsAndEventsReachTheBackendWithTheirHandles) {
     e.record(compute);
     copy.wait(e);
     EXPECT_FALSE(e.done());
-    e.record(compute);  // same device: the same event, recorded again
+    e.record(compute);                           // same device: the same event, recorded again
     e.record(Stream::compute(Device::cuda(2)));  // another device: a new event
     Event moved = std::move(e);
     Stream().wait(moved);  // the CPU stream: the host waits
@@ -182,7 +182,8 @@ TEST(DeviceMemoryStats, OnTheCpuTheyAreTheHostAllocatorsCounters) {
   EXPECT_GE(s.allocated_bytes, int64_t{1} << 18);
   empty_device_cache(Device::cpu());  // a no-op
   reset_device_peak(Device::cpu());
-  EXPECT_EQ(device_memory_stats(Device::cpu()).peak_allocated_bytes, host_memory_stats().current_bytes);
+  EXPECT_EQ(device_memory_stats(Device::cpu()).peak_allocated_bytes,
+            host_memory_stats().current_bytes);
 }
 
 }  // namespace
