@@ -50,6 +50,9 @@ void register_cuda_kernels(KernelRegistry& r) {
   r.add<VocabShardMaxKernel>(kCuda, &cuda::vocab_shard_max);
   r.add<VocabShardSumExpKernel>(kCuda, &cuda::vocab_shard_sum_exp);
   r.add<VocabShardBackwardKernel>(kCuda, &cuda::vocab_shard_backward);
+  r.add<VocabShardTargetsKernel>(kCuda, &cuda::vocab_shard_targets);
+  r.add<VocabShardLossKernel>(kCuda, &cuda::vocab_shard_loss);
+  r.add<VocabShardIdsKernel>(kCuda, &cuda::vocab_shard_ids);
   r.add<AdamWKernel>(kCuda, &cuda::adamw);
   r.add<AdamWGroupKernel>(kCuda, &cuda::adamw_group);
   r.add<SgdKernel>(kCuda, &cuda::sgd);

@@ -1,5 +1,5 @@
-// CUDA vocabulary-parallel cross-entropy: a block per row for the max and the exp-sum,
-// elementwise gradient from the global log-sum-exp.
+// CUDA vocabulary-parallel cross-entropy and embedding lookup: a block per row for the max and
+// the exp-sum; elementwise target and id mapping, losses and gradient from the global lse.
 #include "loss/vocab_parallel_cross_entropy.cuh"
 
 #include "braid/ops/kernel_signatures.h"
@@ -71,6 +71,39 @@ __global__ void vocab_shard_backward_kernel(const float* logits, const int32_t* 
   }
 }
 
+__global__ void vocab_shard_targets_kernel(const int32_t* targets, int64_t n, int64_t begin,
+                                           int64_t valid, int64_t ignore_index, int32_t* local) {
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t column = static_cast<int64_t>(targets[i]) - begin;
+    local[i] = targets[i] == ignore_index      ? ops::kTargetIgnored
+               : column >= 0 && column < valid ? static_cast<int32_t>(column)
+                                               : ops::kTargetElsewhere;
+  }
+}
+
+__global__ void vocab_shard_loss_kernel(const float* row_max, const float* sum_exp,
+                                        const float* target_logit, const int32_t* local_targets,
+                                        int64_t rows, float* lse, float* losses) {
+  for (int64_t r = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; r < rows;
+       r += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const float l = row_max[r] + logf(sum_exp[r]);
+    lse[r] = l;
+    losses[r] = local_targets[r] == ops::kTargetIgnored ? 0.0f : l - target_logit[r];
+  }
+}
+
+__global__ void vocab_shard_ids_kernel(const int32_t* ids, int64_t n, int64_t begin, int64_t rows,
+                                       int32_t* local, float* mask) {
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t row = static_cast<int64_t>(ids[i]) - begin;
+    const bool mine = row >= 0 && row < rows;
+    local[i] = mine ? static_cast<int32_t>(row) : 0;
+    mask[i] = mine ? 1.0f : 0.0f;
+  }
+}
+
 void launch_vocab_shard_max(const float* logits, int64_t rows, int64_t cols, int64_t valid,
                             float* row_max, cudaStream_t stream) {
   vocab_shard_max_kernel<<<static_cast<unsigned>(rows), row_block_threads(valid, 1024), 0,
@@ -127,6 +160,15 @@ void check_row_vector(const Tensor& t, const Tensor& logits, int64_t rows, const
   check_shape(t, {rows}, op, role);
 }
 
+// An i32 output with ref's shape, dense on ref's device.
+void check_i32_like(const Tensor& t, const Tensor& ref, const char* op, const char* role,
+                    const char* ref_role) {
+  check_cuda_tensor(t, op, role, DType::i32);
+  check_same_device(t, ref, op, role, ref_role);
+  check_contiguous(t, op, role);
+  check_shape(t, ref.shape(), op, role);
+}
+
 }  // namespace
 
 void vocab_shard_max(const Tensor& logits, int64_t valid, Tensor& row_max) {
@@ -169,6 +211,61 @@ void vocab_shard_backward(const Tensor& logits, const Tensor& targets, int64_t v
       static_cast<const float*>(logits.data_ptr()), static_cast<const int32_t*>(targets.data_ptr()),
       static_cast<const float*>(lse.data_ptr()), dims.rows, dims.cols, valid, scale,
       static_cast<float*>(dlogits.data_ptr()), current_stream());
+}
+
+void vocab_shard_targets(const Tensor& targets, int64_t begin, int64_t valid, int64_t ignore_index,
+                         Tensor& local) {
+  constexpr const char* kOp = "vocab_shard_targets";
+  check_cuda_tensor(targets, kOp, "targets", DType::i32);
+  check_contiguous(targets, kOp, "targets");
+  check_i32_like(local, targets, kOp, "local", "targets");
+  const int64_t n = targets.numel();
+  if (n == 0) return;
+  DeviceGuard guard(targets.device().index);
+  vocab_shard_targets_kernel<<<grid_1d(n), kThreadsPerBlock, 0, current_stream()>>>(
+      static_cast<const int32_t*>(targets.data_ptr()), n, begin, valid, ignore_index,
+      static_cast<int32_t*>(local.data_ptr()));
+  BRAID_CUDA_CHECK_LAUNCH();
+}
+
+void vocab_shard_loss(const Tensor& row_max, const Tensor& sum_exp, const Tensor& target_logit,
+                      const Tensor& local_targets, Tensor& lse, Tensor& losses) {
+  constexpr const char* kOp = "vocab_shard_loss";
+  check_cuda_tensor(row_max, kOp, "row_max");
+  BRAID_CHECK(row_max.dim() == 1, "{} (cuda): row_max must be [N], got {}", kOp, row_max.str());
+  check_contiguous(row_max, kOp, "row_max");
+  const int64_t rows = row_max.numel();
+  check_row_vector(sum_exp, row_max, rows, kOp, "sum_exp");
+  check_row_vector(target_logit, row_max, rows, kOp, "target_logit");
+  check_targets(local_targets, row_max, rows, kOp);
+  check_row_vector(lse, row_max, rows, kOp, "lse");
+  check_row_vector(losses, row_max, rows, kOp, "losses");
+  if (rows == 0) return;
+  DeviceGuard guard(row_max.device().index);
+  vocab_shard_loss_kernel<<<grid_1d(rows), kThreadsPerBlock, 0, current_stream()>>>(
+      static_cast<const float*>(row_max.data_ptr()), static_cast<const float*>(sum_exp.data_ptr()),
+      static_cast<const float*>(target_logit.data_ptr()),
+      static_cast<const int32_t*>(local_targets.data_ptr()), rows,
+      static_cast<float*>(lse.data_ptr()), static_cast<float*>(losses.data_ptr()));
+  BRAID_CUDA_CHECK_LAUNCH();
+}
+
+void vocab_shard_ids(const Tensor& ids, int64_t begin, int64_t rows, Tensor& local, Tensor& mask) {
+  constexpr const char* kOp = "vocab_shard_ids";
+  check_cuda_tensor(ids, kOp, "ids", DType::i32);
+  check_contiguous(ids, kOp, "ids");
+  check_i32_like(local, ids, kOp, "local", "ids");
+  check_cuda_tensor(mask, kOp, "mask");
+  check_same_device(mask, ids, kOp, "mask", "ids");
+  check_contiguous(mask, kOp, "mask");
+  check_shape(mask, ids.shape(), kOp, "mask");
+  const int64_t n = ids.numel();
+  if (n == 0) return;
+  DeviceGuard guard(ids.device().index);
+  vocab_shard_ids_kernel<<<grid_1d(n), kThreadsPerBlock, 0, current_stream()>>>(
+      static_cast<const int32_t*>(ids.data_ptr()), n, begin, rows,
+      static_cast<int32_t*>(local.data_ptr()), static_cast<float*>(mask.data_ptr()));
+  BRAID_CUDA_CHECK_LAUNCH();
 }
 
 }  // namespace braid::cuda

@@ -1,4 +1,4 @@
-// CUDA pieces of the vocabulary-parallel cross-entropy over one rank's columns of the logits.
+// CUDA pieces of the vocabulary-parallel cross-entropy and embedding over one rank's piece.
 #pragma once
 
 #include "braid/core/tensor.h"
@@ -21,5 +21,16 @@ void vocab_shard_sum_exp(const Tensor& logits, const Tensor& targets, int64_t va
 // the global lse; zero on padding columns and on ignored rows.
 void vocab_shard_backward(const Tensor& logits, const Tensor& targets, int64_t valid,
                           const Tensor& lse, float scale, Tensor& dlogits);
+
+// local[n] = targets[n] - begin where in [0, valid), ops::kTargetIgnored where targets[n] ==
+// ignore_index, else ops::kTargetElsewhere (all i32 [N]).
+void vocab_shard_targets(const Tensor& targets, int64_t begin, int64_t valid, int64_t ignore_index,
+                         Tensor& local);
+// lse[n] = row_max[n] + log(sum_exp[n]); losses[n] = lse[n] - target_logit[n], 0 where
+// local_targets[n] is ops::kTargetIgnored.
+void vocab_shard_loss(const Tensor& row_max, const Tensor& sum_exp, const Tensor& target_logit,
+                      const Tensor& local_targets, Tensor& lse, Tensor& losses);
+// local[n] = ids[n] - begin and mask[n] = 1 where in [0, rows), else 0 and 0 (mask f32).
+void vocab_shard_ids(const Tensor& ids, int64_t begin, int64_t rows, Tensor& local, Tensor& mask);
 
 }  // namespace braid::cuda

@@ -161,21 +161,7 @@ void Gpt::check_ids(const Tensor& ids) const {
               config_.block_size);
   // The embedding accepts padding rows; a token id there would be a silent data bug. Checked
   // on the host: device ids come over once, unless the host checked them before copying them.
-  const std::optional<ops::HostCheckedIds> known =
-      ids.device().is_cpu() ? std::nullopt : ops::host_checked(ids);
-  if (known) {
-    BRAID_CHECK(known->minus_ones == 0 && (known->max < known->min ||
-                                           (known->min >= 0 && known->max < config_.vocab_size)),
-                "token ids in [{}, {}] (and {} of -1) are outside the vocabulary [0, {})",
-                known->min, known->max, known->minus_ones, config_.vocab_size);
-  } else {
-    const Tensor dense_ids = ids.device().is_cpu() ? ids.contiguous() : ids.to(Device::cpu());
-    const int32_t* id = dense_ids.data<int32_t>();
-    for (int64_t i = 0; i < dense_ids.numel(); ++i)
-      BRAID_CHECK(id[i] >= 0 && id[i] < config_.vocab_size,
-                  "token id {} at position {} is outside the vocabulary [0, {})", id[i], i,
-                  config_.vocab_size);
-  }
+  ops::check_ids_in_range(ids, config_.vocab_size, "vocabulary");
   if (tp_ && tp_->sequence_parallel())
     BRAID_CHECK(t % tp_->size() == 0,
                 "sequence of {} tokens does not split over tp={} under sequence parallelism; "

@@ -2,6 +2,10 @@
 #include "braid/nn/parallel_layers.h"
 
 #include "braid/ops.h"
+#include "braid/ops/host_checked.h"
+#include "braid/ops/kernel_registry.h"
+#include "braid/ops/kernel_signatures.h"
+#include "braid/ops/op_device.h"
 
 namespace braid::nn {
 namespace {
@@ -63,28 +67,20 @@ VocabParallelEmbedding::VocabParallelEmbedding(int64_t num_embeddings, int64_t d
 
 Tensor VocabParallelEmbedding::forward(const Tensor& ids) const {
   if (!tp_) return embedding(weight, ids);
+  const int64_t rows = weight.size(0);
+  ops::check_ids_in_range(ids, rows * tp_->size(), "embedding's vocabulary");
   // Ids outside this rank's rows look up row 0 and are masked to zero; the sum over ranks
-  // then holds exactly one row per id.
-  // Built on the host (device ids come over once), then placed on the weight's device.
-  const Tensor dense = ids.device().is_cpu() ? ids.contiguous() : ids.to(Device::cpu());
-  const int32_t* id = dense.data<int32_t>();
-  const int64_t rows = weight.size(0), n = dense.numel();
-  std::vector<int32_t> local(n);
-  std::vector<float> mask(n);
-  for (int64_t i = 0; i < n; ++i) {
-    BRAID_CHECK(id[i] >= 0 && id[i] < rows * tp_->size(),
-                "token id {} at position {} is outside the embedding's vocabulary [0, {})", id[i],
-                i, rows * tp_->size());
-    const int64_t row = id[i] - vocab_begin_;
-    const bool mine = row >= 0 && row < rows;
-    local[i] = mine ? static_cast<int32_t>(row) : 0;
-    mask[i] = mine ? 1.0f : 0.0f;
-  }
+  // then holds exactly one row per id. Mapped on the weight's device.
+  const ops::OpDevice on("vocab-parallel embedding", {{"weight", weight}, {"ids", ids}});
+  const Tensor dense = ids.contiguous();
+  Tensor local = on.empty(ids.shape(), DType::i32);
+  Tensor mask = on.empty(ids.shape());
+  ops::kernel<ops::VocabShardIdsKernel>(on.device())(dense, vocab_begin_, rows, local, mask);
+  // What the mapping guarantees, so that the embedding does not read the local ids back.
+  if (!on.is_cpu()) ops::mark_host_checked(local, {0, static_cast<int32_t>(rows - 1), 0});
   Shape mask_shape = ids.shape();
   mask_shape.push_back(1);
-  const Device device = weight.device();
-  const Tensor partial = mul(embedding(weight, Tensor::from_vector(local, ids.shape(), device)),
-                             Tensor::from_vector(mask, mask_shape, device));
+  const Tensor partial = mul(embedding(weight, local), mask.reshape(mask_shape));
   return exit_tensor_parallel(tp_.get(), partial, partial.dim() - 2);
 }
 

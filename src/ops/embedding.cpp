@@ -25,23 +25,8 @@ Tensor embedding(const Tensor& weight, const Tensor& ids) {
   // The ids are checked on the host. A device's come over once, and the backward groups them
   // from the same host copy, unless the host checked them before copying them there
   // (host_checked.h): then nothing comes back, and the backward scatters into a zeroed table.
-  const std::optional<ops::HostCheckedIds> known =
-      on.is_cpu() ? std::nullopt : ops::host_checked(flat_ids);
-  Tensor host_ids;
-  if (known) {
-    BRAID_CHECK(known->minus_ones == 0 &&
-                    (known->max < known->min || (known->min >= 0 && known->max < weight.size(0))),
-                "token ids in [{}, {}] (and {} of -1) are outside the embedding's vocabulary "
-                "[0, {})",
-                known->min, known->max, known->minus_ones, weight.size(0));
-  } else {
-    host_ids = on.is_cpu() ? flat_ids : flat_ids.to(Device::cpu());
-    const int32_t* id = host_ids.data<int32_t>();
-    for (int64_t i = 0; i < flat_ids.numel(); ++i)
-      BRAID_CHECK(id[i] >= 0 && id[i] < weight.size(0),
-                  "token id {} at position {} is outside the embedding's vocabulary [0, {})", id[i],
-                  i, weight.size(0));
-  }
+  const Tensor host_ids =
+      ops::check_ids_in_range(flat_ids, weight.size(0), "embedding's vocabulary");
   Tensor out = on.empty(out_shape);
   Tensor out2 = out.alias({ids.numel(), c}, {c, 1}, 0);
   Tensor w = weight.detach().contiguous();

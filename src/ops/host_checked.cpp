@@ -67,4 +67,20 @@ std::optional<HostCheckedIds> host_checked(const Tensor& t) {
   return std::nullopt;
 }
 
+Tensor check_ids_in_range(const Tensor& ids, int64_t limit, std::string_view what) {
+  if (const std::optional<HostCheckedIds> known = host_checked(ids)) {
+    BRAID_CHECK(known->minus_ones == 0 &&
+                    (known->max < known->min || (known->min >= 0 && known->max < limit)),
+                "token ids in [{}, {}] (and {} of -1) are outside the {} [0, {})", known->min,
+                known->max, known->minus_ones, what, limit);
+    return Tensor();
+  }
+  Tensor host = ids.device().is_cpu() ? ids.contiguous() : ids.to(Device::cpu());
+  const int32_t* id = host.data<int32_t>();
+  for (int64_t i = 0; i < host.numel(); ++i)
+    BRAID_CHECK(id[i] >= 0 && id[i] < limit, "token id {} at position {} is outside the {} [0, {})",
+                id[i], i, what, limit);
+  return host;
+}
+
 }  // namespace braid::ops

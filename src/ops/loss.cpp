@@ -3,36 +3,13 @@
 
 #include "braid/autograd/node.h"
 #include "braid/ops/elementwise.h"
-#include "braid/ops/host_checked.h"
 #include "braid/ops/kernel_registry.h"
 #include "braid/ops/kernel_signatures.h"
 #include "braid/ops/op_device.h"
+#include "ops/loss_common.h"
 
 namespace braid {
 namespace {
-
-// The mean of the per-row losses over the counted rows, as a scalar on their device. On the
-// host summed in double; on a device it stays there (sum_to in double, one multiply), so the
-// loss is read back only when the caller asks.
-Tensor mean_loss(const Tensor& losses, float denom) {
-  if (!losses.device().is_cpu()) {
-    Tensor out = Tensor::zeros({}, DType::f32, losses.device());
-    ops::kernel<ops::SumToKernel>(losses.device())(losses, out);
-    scale_(out, 1.0f / denom);
-    return out;
-  }
-  double total = 0;
-  const float* l = losses.data<float>();
-  for (int64_t i = 0; i < losses.numel(); ++i) total += l[i];
-  return Tensor::full({}, static_cast<float>(total / denom));
-}
-
-// d *= g for a scalar gradient g on d's (device) memory, in place: the incoming gradient is
-// applied where it lives instead of being read back to the host.
-void mul_by_scalar_(Tensor& d, const Tensor& g) {
-  ops::kernel<ops::BinaryKernel>(d.device())(ops::BinaryOp::mul, d,
-                                             g.alias(d.shape(), Shape(d.dim(), 0), g.offset()), d);
-}
 
 // reuse_logits: the fused kernel may write the gradient over the logits' memory.
 Tensor cross_entropy_impl(const Tensor& logits, const Tensor& targets, int64_t num_classes,
@@ -54,27 +31,7 @@ Tensor cross_entropy_impl(const Tensor& logits, const Tensor& targets, int64_t n
   lg = lg.alias({rows, vp}, {vp, 1}, lg.offset());
   Tensor tg = targets.detach().contiguous();
   tg = tg.alias({rows}, {1}, tg.offset());
-  // The targets are checked and counted on the host; a device's come over once, unless the host
-  // checked them before copying them there (host_checked.h, which counts the -1s).
-  const std::optional<ops::HostCheckedIds> known =
-      on.is_cpu() || ignore_index != -1 ? std::nullopt : ops::host_checked(tg);
-  int64_t counted = 0;
-  if (known) {
-    BRAID_CHECK(known->max < known->min || (known->min >= 0 && known->max < num_classes),
-                "cross_entropy targets in [{}, {}] are outside [0, {}) (ignore_index is {})",
-                known->min, known->max, num_classes, ignore_index);
-    counted = rows - known->minus_ones;
-  } else {
-    const Tensor host_tg = on.is_cpu() ? tg : tg.to(Device::cpu());
-    const int32_t* t = host_tg.data<int32_t>();
-    for (int64_t i = 0; i < rows; ++i) {
-      if (t[i] == ignore_index) continue;
-      BRAID_CHECK(t[i] >= 0 && t[i] < num_classes,
-                  "cross_entropy target {} at position {} is outside [0, {}) (ignore_index is {})",
-                  t[i], i, num_classes, ignore_index);
-      ++counted;
-    }
-  }
+  const int64_t counted = ops::checked_target_count(tg, num_classes, ignore_index, "cross_entropy");
   // With every target ignored the mean is 0/0; PyTorch returns NaN, we return 0 with no gradient.
   const float denom = counted > 0 ? static_cast<float>(counted) : 1.0f;
   Tensor losses = on.empty({rows});
@@ -88,11 +45,11 @@ Tensor cross_entropy_impl(const Tensor& logits, const Tensor& targets, int64_t n
     Tensor d2 = dlogits.alias(lg.shape(), lg.strides(), dlogits.offset());
     registry.get<ops::CrossEntropyFusedKernel>(on.device().kind)(lg, tg, num_classes, ignore_index,
                                                                  1.0f / denom, losses, d2);
-    Tensor out = mean_loss(losses, denom);
+    Tensor out = ops::mean_loss(losses, denom);
     autograd::record("CrossEntropy", {logits}, {&out}, [dlogits](const std::vector<Tensor>& g) {
       Tensor d = dlogits;  // the node owns d: scaled in place
       if (!d.device().is_cpu()) {
-        mul_by_scalar_(d, g[0]);
+        ops::mul_by_device_scalar_(d, g[0]);
       } else if (const float incoming = g[0].item(); incoming != 1.0f) {
         scale_(d, incoming);
       }
@@ -103,7 +60,7 @@ Tensor cross_entropy_impl(const Tensor& logits, const Tensor& targets, int64_t n
   Tensor lse = on.empty({rows});
   ops::kernel<ops::CrossEntropyForwardKernel>(on.device())(lg, tg, num_classes, ignore_index,
                                                            losses, lse);
-  Tensor out = mean_loss(losses, denom);
+  Tensor out = ops::mean_loss(losses, denom);
   if (with_grad) {
     autograd::record("CrossEntropy", {logits}, {&out},
                      [lg, tg, lse, on, num_classes, ignore_index, denom,
@@ -114,7 +71,7 @@ Tensor cross_entropy_impl(const Tensor& logits, const Tensor& targets, int64_t n
                        const float scale = on.is_cpu() ? g[0].item() / denom : 1.0f / denom;
                        ops::kernel<ops::CrossEntropyBackwardKernel>(on.device())(
                            lg, tg, lse, num_classes, ignore_index, scale, d2);
-                       if (!on.is_cpu()) mul_by_scalar_(dlogits, g[0]);
+                       if (!on.is_cpu()) ops::mul_by_device_scalar_(dlogits, g[0]);
                        return std::vector<Tensor>{dlogits};
                      });
   }

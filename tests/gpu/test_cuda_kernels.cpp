@@ -14,6 +14,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <span>
+#include <tuple>
 #include <vector>
 
 #include "braid/core/allocator.h"
@@ -412,6 +414,76 @@ TEST(CudaKernels, VocabShardMatchesCpu) {
   }
 }
 
+// The maps from global targets and ids to one piece, against their definitions on both
+// backends (exact), and the per-row losses against float64.
+TEST(CudaKernels, VocabShardMapsAndLossesMatchTheirDefinitions) {
+  if (braid::cuda::device_count() == 0) GTEST_SKIP() << "no CUDA device";
+  const auto ints = [](const Tensor& t) {
+    const Tensor h = t.device().is_cpu() ? t : host(t);
+    return std::vector<int32_t>(h.data<int32_t>(), h.data<int32_t>() + h.numel());
+  };
+  // The piece holds global classes [40, 60); 65 of them exist; 7 is ignored.
+  const int64_t begin = 40, valid = 20, ignore = 7;
+  const std::vector<int32_t> global{0, 39, 40, 41, 59, 60, 64, 7, 52};
+  const std::vector<int32_t> want_local{
+      ops::kTargetElsewhere, ops::kTargetElsewhere, 0, 1, 19, ops::kTargetElsewhere,
+      ops::kTargetElsewhere, ops::kTargetIgnored,   12};
+  const int64_t n = static_cast<int64_t>(global.size());
+  const Tensor tg = Tensor::from_vector(global, {n});
+  Tensor local = Tensor::empty({n}, DType::i32), local_dev = gpu_empty({n}, DType::i32);
+  cpu_kernel<ops::VocabShardTargetsKernel>()(tg, begin, valid, ignore, local);
+  cuda_kernel<ops::VocabShardTargetsKernel>()(gpu(tg), begin, valid, ignore, local_dev);
+  EXPECT_EQ(ints(local), want_local);
+  EXPECT_EQ(ints(local_dev), want_local);
+
+  // An embedding piece of 20 rows from 40: ids elsewhere look up row 0 under a zero mask.
+  std::vector<int32_t> want_ids;
+  std::vector<float> want_mask;
+  for (const int32_t id : global) {
+    const bool mine = id >= begin && id < begin + valid;
+    want_ids.push_back(mine ? id - static_cast<int32_t>(begin) : 0);
+    want_mask.push_back(mine ? 1.0f : 0.0f);
+  }
+  Tensor ids = Tensor::empty({n}, DType::i32), mask = Tensor::empty({n});
+  Tensor ids_dev = gpu_empty({n}, DType::i32), mask_dev = gpu_empty({n});
+  cpu_kernel<ops::VocabShardIdsKernel>()(tg, begin, valid, ids, mask);
+  cuda_kernel<ops::VocabShardIdsKernel>()(gpu(tg), begin, valid, ids_dev, mask_dev);
+  EXPECT_EQ(ints(ids), want_ids);
+  EXPECT_EQ(mask.to_vector(), want_mask);
+  EXPECT_EQ(ints(ids_dev), want_ids);
+  EXPECT_EQ(host(mask_dev).to_vector(), want_mask);
+
+  // Losses from all-reduced pieces: lse = max + log(sum), loss = lse - target logit, 0 where
+  // ignored; within a few ulp of float64 (one log and two roundings, relative to the terms).
+  const Tensor row_max = randn({n}, 72, 3.0f), target_logit = randn({n}, 73, 3.0f);
+  Tensor sum_exp = randn({n}, 74, 1.0f);
+  for (float& v : std::span(sum_exp.data<float>(), n)) v = 1.0f + std::fabs(v) * 50.0f;
+  Tensor lse = Tensor::empty({n}), losses = Tensor::empty({n});
+  Tensor lse_dev = gpu_empty({n}), losses_dev = gpu_empty({n});
+  cpu_kernel<ops::VocabShardLossKernel>()(row_max, sum_exp, target_logit, local, lse, losses);
+  cuda_kernel<ops::VocabShardLossKernel>()(gpu(row_max), gpu(sum_exp), gpu(target_logit), local_dev,
+                                           lse_dev, losses_dev);
+  const std::vector<float> mx = row_max.to_vector(), se = sum_exp.to_vector(),
+                           tl = target_logit.to_vector();
+  std::vector<double> want_lse(n), want_losses(n), terms(n);
+  for (int64_t i = 0; i < n; ++i) {
+    const double log_sum = std::log(static_cast<double>(se[i]));
+    want_lse[i] = mx[i] + log_sum;
+    want_losses[i] = want_local[i] == ops::kTargetIgnored ? 0.0 : want_lse[i] - tl[i];
+    terms[i] = std::fabs(mx[i]) + log_sum + std::fabs(tl[i]);
+  }
+  for (const auto& [name, got_lse, got_losses] :
+       {std::tuple{"cpu", lse.to_vector(), losses.to_vector()},
+        std::tuple{"cuda", host(lse_dev).to_vector(), host(losses_dev).to_vector()}}) {
+    for (int64_t i = 0; i < n; ++i) {
+      EXPECT_NEAR(got_lse[i], want_lse[i], 4 * kEps * terms[i]) << name << " lse " << i;
+      EXPECT_NEAR(got_losses[i], want_losses[i], 8 * kEps * terms[i]) << name << " loss " << i;
+    }
+  }
+  EXPECT_EQ(losses.to_vector()[7], 0.0f);
+  EXPECT_EQ(host(losses_dev).to_vector()[7], 0.0f);
+}
+
 TEST(CudaKernels, EmbeddingMatchesCpuBitwise) {
   if (braid::cuda::device_count() == 0) GTEST_SKIP() << "no CUDA device";
   const int64_t vocab = 50, c = 200, tokens = 2500;  // many repeats per row
@@ -688,7 +760,8 @@ TEST(CudaHost, EveryKernelIsRegistered) {
     EXPECT_TRUE(KernelRegistry::instance().has(op, DeviceKind::cuda)) << op;
   // A second list: clang-format lays one of over 20 names out one per line.
   for (const char* op :
-       {"vocab_shard_max", "vocab_shard_sum_exp", "vocab_shard_backward", "copy", "fill"})
+       {"vocab_shard_max", "vocab_shard_sum_exp", "vocab_shard_backward", "vocab_shard_targets",
+        "vocab_shard_loss", "vocab_shard_ids", "copy", "fill"})
     EXPECT_TRUE(KernelRegistry::instance().has(op, DeviceKind::cuda)) << op;
   EXPECT_NO_THROW(device_memory(DeviceKind::cuda));
 }

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <string_view>
 
 #include "braid/core/tensor.h"
 
@@ -23,5 +24,11 @@ HostCheckedIds host_check(const Tensor& values);
 void mark_host_checked(const Tensor& t, const HostCheckedIds& facts);
 // The facts recorded for exactly `t`'s elements (same storage, offset and size), if any.
 std::optional<HostCheckedIds> host_checked(const Tensor& t);
+
+// Checks that each of `ids` (dense i32) is in [0, limit); an error names the first id outside
+// "the `what` [0, limit)". Device ids are checked from what the host recorded, else read back
+// once. Returns the host copy that was read (`ids` itself on the host), or an undefined tensor
+// where the recorded range sufficed.
+Tensor check_ids_in_range(const Tensor& ids, int64_t limit, std::string_view what);
 
 }  // namespace braid::ops

@@ -142,6 +142,21 @@ BRAID_KERNEL_SIGNATURE(VocabShardSumExpKernel, "vocab_shard_sum_exp", const Tens
 BRAID_KERNEL_SIGNATURE(VocabShardBackwardKernel, "vocab_shard_backward", const Tensor& logits,
                        const Tensor& targets, int64_t valid, const Tensor& lse, float scale,
                        Tensor& dlogits);
+// local[n] from global targets: targets[n] - begin where this piece holds it (in [0, valid)),
+// kTargetIgnored where targets[n] == ignore_index (checked first), else kTargetElsewhere. The
+// op checks the targets' range; the kernel maps whatever it is given.
+BRAID_KERNEL_SIGNATURE(VocabShardTargetsKernel, "vocab_shard_targets", const Tensor& targets,
+                       int64_t begin, int64_t valid, int64_t ignore_index, Tensor& local);
+// From the all-reduced pieces: lse[n] = row_max[n] + log(sum_exp[n]) and losses[n] = lse[n] -
+// target_logit[n], 0 on rows whose local target is kTargetIgnored.
+BRAID_KERNEL_SIGNATURE(VocabShardLossKernel, "vocab_shard_loss", const Tensor& row_max,
+                       const Tensor& sum_exp, const Tensor& target_logit,
+                       const Tensor& local_targets, Tensor& lse, Tensor& losses);
+// A vocabulary-parallel embedding's lookup in its piece of `rows` rows from `begin`: local[n] =
+// ids[n] - begin and mask[n] = 1 where the piece holds ids[n], else local[n] = 0 (a row that
+// exists) and mask[n] = 0. mask is f32.
+BRAID_KERNEL_SIGNATURE(VocabShardIdsKernel, "vocab_shard_ids", const Tensor& ids, int64_t begin,
+                       int64_t rows, Tensor& local, Tensor& mask);
 
 // One AdamW update of a dense f32 parameter in place (decoupled weight decay).
 struct AdamWHyper {

@@ -51,6 +51,11 @@ void vocab_shard_sum_exp(const Tensor& logits, const Tensor& targets, int64_t va
                          const Tensor& row_max, Tensor& sum_exp, Tensor& target_logit);
 void vocab_shard_backward(const Tensor& logits, const Tensor& targets, int64_t valid,
                           const Tensor& lse, float scale, Tensor& dlogits);
+void vocab_shard_targets(const Tensor& targets, int64_t begin, int64_t valid, int64_t ignore_index,
+                         Tensor& local);
+void vocab_shard_loss(const Tensor& row_max, const Tensor& sum_exp, const Tensor& target_logit,
+                      const Tensor& local_targets, Tensor& lse, Tensor& losses);
+void vocab_shard_ids(const Tensor& ids, int64_t begin, int64_t rows, Tensor& local, Tensor& mask);
 
 void adamw(Tensor& param, const Tensor& grad, Tensor& exp_avg, Tensor& exp_avg_sq,
            const AdamWHyper& hyper, float grad_scale);

@@ -31,6 +31,9 @@ void register_cpu_kernels(KernelRegistry& r) {
   r.add<VocabShardMaxKernel>(kCpu, cpu::vocab_shard_max);
   r.add<VocabShardSumExpKernel>(kCpu, cpu::vocab_shard_sum_exp);
   r.add<VocabShardBackwardKernel>(kCpu, cpu::vocab_shard_backward);
+  r.add<VocabShardTargetsKernel>(kCpu, cpu::vocab_shard_targets);
+  r.add<VocabShardLossKernel>(kCpu, cpu::vocab_shard_loss);
+  r.add<VocabShardIdsKernel>(kCpu, cpu::vocab_shard_ids);
   r.add<AdamWKernel>(kCpu, cpu::adamw);
   r.add<AdamWGroupKernel>(kCpu, cpu::adamw_group);
   r.add<SgdKernel>(kCpu, cpu::sgd);
