@@ -6,7 +6,8 @@
 # --sequence-parallel also shards LayerNorm and residual activations along the sequence;
 # --pp P pipelines the blocks over P of them (dp = ranks / (tp x pp)), with
 # --virtual-stages V (interleaved 1F1B), --micro-batches M and --schedule NAME.
-# --device cuda trains on the GPU (training.device=cuda; one process, so --ranks defaults to 1).
+# --device cuda trains on the GPUs (training.device=cuda; rank r on cuda:<local rank>, so --ranks
+# defaults to the number of GPUs nvidia-smi lists, or 1).
 #   examples/gpt/pretrain.sh [--device cpu|cuda] [--ranks N] [--tp T] [--sequence-parallel] [--pp P]
 #                            [--virtual-stages V] [--micro-batches M] [--schedule NAME]
 #                            [--config FILE] [--steps N] [--set field=value ...] [--fresh]
@@ -52,7 +53,12 @@ while [ $# -gt 0 ]; do
 done
 case "$device" in
   cpu) ;;
-  cuda) args+=(--set training.device=cuda); [ "$ranks_given" -eq 1 ] || ranks=1 ;;
+  cuda)
+    args+=(--set training.device=cuda)
+    if [ "$ranks_given" -eq 0 ]; then
+      ranks=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ' || true)
+      [ "${ranks:-0}" -ge 1 ] || ranks=1
+    fi ;;
   *) echo "pretrain.sh: --device needs cpu or cuda, got '$device'" >&2; exit 2 ;;
 esac
 [[ "$ranks" =~ ^[1-9][0-9]*$ ]] || { echo "pretrain.sh: --ranks needs a positive number, got '$ranks'" >&2; exit 2; }

@@ -653,16 +653,6 @@ std::vector<std::string> find_problems(const TrainConfig& cfg) {
            "must be >= 0 and finite (FLOP/s of one rank, e.g. 1.5e11; 0 = measure it)");
   const std::string device_wrong = device_problem(t.device());
   c.expect(device_wrong.empty(), "training.device", device_wrong);
-  // Data parallelism and the pipeline run on the device (their communicators are the Trainer's
-  // device_groups). Tensor parallelism's loss (parallel::vocab_parallel_cross_entropy) still
-  // reads its logits on the host.
-  if (t.device() == "cuda") {
-    c.expect(p.tp() == 1, "training.device",
-             fmt::format("\"cuda\" does not run tensor parallelism yet (its vocabulary-parallel "
-                         "loss runs on the host): needs parallel.tp = 1 (got tp={}); use \"cpu\" "
-                         "for tensor parallelism",
-                         p.tp()));
-  }
 
   c.expect(s.every() >= 0, "sample.every", "must be >= 0 (0 = only at the end)");
   c.expect(s.tokens() >= 0, "sample.tokens", "must be >= 0 (0 = no sampling)");

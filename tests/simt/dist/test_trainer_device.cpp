@@ -124,6 +124,14 @@ TEST_F(TrainerDevice, ZeroOneEqualsSingleProcessCpu) {
   expect_equals_cpu({1, 2, false, "zero1", "cuda"});
 }
 
+TEST_F(TrainerDevice, TensorParallelEqualsSingleProcessCpu) {
+  expect_equals_cpu({2, 1, false, "auto", "cuda"});
+}
+
+TEST_F(TrainerDevice, SequenceParallelEqualsSingleProcessCpu) {
+  expect_equals_cpu({2, 1, true, "auto", "cuda"});
+}
+
 TEST_F(TrainerDevice, PipelineEqualsSingleProcessCpu) {
   DeviceLayout layout;
   layout.device = "cuda";
@@ -159,14 +167,6 @@ TEST_F(TrainerDevice, LayoutsWithoutWhatTheyNeedAreClearErrors) {
                       "communicators, and this Trainer was given none: link braid_nccl"),
             std::string::npos)
       << none;
-  // Tensor parallelism does not run on the device yet.
-  const std::string tp = error_of([&] {
-    train::Trainer trainer(config({2, 1, true, "auto", "cuda"}), world_ptr(), nccl_group_factory);
-  });
-  EXPECT_NE(tp.find("does not run tensor parallelism yet (its vocabulary-parallel loss runs on the "
-                    "host): needs parallel.tp = 1 (got tp=2)"),
-            std::string::npos)
-      << tp;
 }
 
 }  // namespace

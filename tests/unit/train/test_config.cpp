@@ -902,7 +902,7 @@ namespace braid::train {
 namespace {
 
 // training.device: "cpu" by default; anything but "cpu" and "cuda" is named; "cuda" says why it
-// cannot run in this build or on this machine, and refuses tensor and pipeline parallelism.
+// cannot run in this build or on this machine, whatever the layout.
 TEST(Config, TrainingDeviceAtItsBoundaries) {
   const std::string device_line = "grad_accum_steps: 1";
   TrainConfig plain = parse_config(kBase, "base");
@@ -926,10 +926,10 @@ TEST(Config, TrainingDeviceAtItsBoundaries) {
     const std::string e = error_of([&] { validate(parse_config(cuda, "cuda")); });
     EXPECT_NE(e.find("training.device = \"cuda\" " + problem), std::string::npos) << e;
   }
-  // Data parallelism and a pipeline are allowed on the device (only the machine's problem, if
-  // any, is reported); tensor parallelism is not, whatever the machine.
-  for (const auto& [field, layout] :
-       {std::pair<std::string, std::string>{"parallel.dp", "dp: 2"}, {"parallel.pp", "pp: 2"}}) {
+  // Every layout is allowed on the device: only the machine's problem, if any, is reported.
+  for (const auto& [field, layout] : {std::pair<std::string, std::string>{"parallel.dp", "dp: 2"},
+                                      {"parallel.pp", "pp: 2"},
+                                      {"parallel.tp", "tp: 2"}}) {
     const TrainConfig parallel =
         parse_config(replaced(cuda, layout.substr(0, 2) + ": 1", layout), layout.substr(0, 2));
     if (problem.empty()) {
@@ -940,12 +940,6 @@ TEST(Config, TrainingDeviceAtItsBoundaries) {
       EXPECT_EQ(e.find(field), std::string::npos) << e;
     }
   }
-  const std::string tp =
-      error_of([&] { validate(parse_config(replaced(cuda, "tp: 1", "tp: 2"), "tp")); });
-  EXPECT_NE(tp.find("\"cuda\" does not run tensor parallelism yet (its vocabulary-parallel loss "
-                    "runs on the host): needs parallel.tp = 1 (got tp=2)"),
-            std::string::npos)
-      << tp;
 }
 
 }  // namespace
