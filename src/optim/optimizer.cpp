@@ -43,6 +43,11 @@ void Optimizer::restore_steps(int64_t steps_taken, const std::vector<int64_t>& p
   param_steps_ = param_steps;
 }
 
+void Optimizer::count_step() {
+  ++step_;
+  for (int64_t& s : param_steps_) ++s;
+}
+
 void Optimizer::set_device_step(Tensor record, Tensor state) {
   BRAID_CHECK(record.defined() == state.defined(),
               "set_device_step needs both the record and the state, or neither");

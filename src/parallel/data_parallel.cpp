@@ -197,12 +197,13 @@ void DataParallel::step(float lr, float grad_scale) {
   autograd::NoGradGuard no_grad;
   auto& optimizer = dynamic_cast<optim::AdamW&>(*optimizer_);
   const auto& adamw = optimizer.options();
-  ++step_;
-  // A device step takes its scale and skip flag from the optimizer's record; the kernel drops the
-  // skips not yet counted from each update's step, so the counted ones are dropped here.
+  // The optimizer keeps the count, so that a device step's skips come off it once the host
+  // reads them (count_device_skips), as for the optimizer's own steps. A device step takes its
+  // scale and skip flag from the optimizer's record; the kernel drops the skips not yet counted.
+  optimizer.count_step();
+  const int64_t update_step = optimizer.steps_taken();
   const Tensor& record = optimizer.device_record();
   const bool device_step = record.defined() && record.device() == device_;
-  const int64_t update_step = device_step ? step_ - optimizer.device_skips_counted() : step_;
   // This rank's segments, updated in one call: each as views into the flat buffers, which stay
   // in `views` (reserved, so the updates' pointers into it stay valid) until the call returns.
   struct SegmentViews {
@@ -248,7 +249,7 @@ double DataParallel::reduce_metric(double value) {
 optim::OwnedState DataParallel::owned_state(optim::Optimizer& optimizer) {
   if (!options_.zero1) return Strategy::owned_state(optimizer);
   optim::OwnedState out;
-  out.steps_taken = step_;
+  out.steps_taken = optimizer.steps_taken();
   out.replicated = false;
   for (const Segment& s : segments_) {
     optim::StateShard shard;
@@ -262,7 +263,7 @@ optim::OwnedState DataParallel::owned_state(optim::Optimizer& optimizer) {
     // step() updates every segment from the reduced chunk, with or without a local gradient.
     shard.grad = shard_grads_.narrow(0, s.shard_begin, s.length);
     shard.weight_decay = weight_decay_[s.param];
-    shard.steps = step_;
+    shard.steps = optimizer.steps_taken();
     out.shards.push_back(std::move(shard));
   }
   return out;
@@ -290,18 +291,13 @@ void DataParallel::gather_optimizer_state(optim::Optimizer& optimizer) {
     dst_m.copy_(m.narrow(0, param_offset_[k], params_[k].numel()).reshape(params_[k].shape()));
     dst_v.copy_(v.narrow(0, param_offset_[k], params_[k].numel()).reshape(params_[k].shape()));
   }
-  optimizer.restore_steps(step_, std::vector<int64_t>(params_.size(), step_));
-}
-
-void DataParallel::after_load(const optim::Optimizer& optimizer) {
-  if (options_.zero1) step_ = optimizer.steps_taken();
 }
 
 std::map<std::string, Tensor> DataParallel::state() const {
   if (!options_.zero1) return {};
   return {{"zero1.exp_avg", exp_avg_},
           {"zero1.exp_avg_sq", exp_avg_sq_},
-          {"zero1.step", Tensor::full({1}, static_cast<float>(step_))}};
+          {"zero1.step", Tensor::full({1}, static_cast<float>(optimizer_->steps_taken()))}};
 }
 
 }  // namespace braid::parallel

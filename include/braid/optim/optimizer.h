@@ -41,6 +41,9 @@ class Optimizer {
   // loader can copy into them. Restoring the counters makes the next step continue exactly.
   virtual std::vector<std::pair<std::string, Tensor>> param_state(size_t i) { return {}; }
   void restore_steps(int64_t steps_taken, const std::vector<int64_t>& param_steps);
+  // Counts one update that a strategy applied to every parameter itself (ZeRO-1 updates its
+  // shards of them), so that steps_taken, param_steps and count_device_skips stay right.
+  void count_step();
 
   // A device step (braid/ops/kernel_signatures.h: `record` and `state`, on the parameters'
   // device): from now on step() takes the gradient scale and the skip flag from `record`

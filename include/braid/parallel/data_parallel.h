@@ -55,7 +55,6 @@ class DataParallel final : public Strategy {
   // parameter boundaries, so each data-parallel rank writes and loads its own part of a
   // checkpoint.
   optim::OwnedState owned_state(optim::Optimizer& optimizer) override;
-  void after_load(const optim::Optimizer& optimizer) override;
   void gather_optimizer_state(optim::Optimizer& optimizer) override;
 
   // Observability for tests and the overlap benchmark.
@@ -101,7 +100,6 @@ class DataParallel final : public Strategy {
   std::vector<float> weight_decay_;
   std::vector<bool> tp_sharded_;  // per parameter: split over tensor parallelism
   std::vector<bool> counted_;     // per parameter: enters the gradient norm
-  int64_t step_ = 0;
 };
 
 }  // namespace braid::parallel

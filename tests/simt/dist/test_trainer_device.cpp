@@ -2,6 +2,7 @@
 // transport) against single-process CPU training of the same global batch, and its clear errors.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <filesystem>
 #include <string>
 
@@ -75,20 +76,23 @@ class TrainerDevice : public DistTest {
 
   // A 4-layer tiny GPT over bytes; a global batch of 4 sequences of 16 tokens (a pipeline cuts
   // it into 2 micro-batches); clipping on.
-  train::TrainConfig config(const DeviceLayout& l) const {
+  // The corpus doubles as the validation data; skip_nonfinite skips non-finite steps.
+  train::TrainConfig config(const DeviceLayout& l, bool skip_nonfinite = false) const {
     const int global_batch = 4;
     return train::parse_config(
         fmt::format(R"(
 model {{ vocab_size: 257 n_layer: 4 n_head: 4 n_embd: 32 block_size: 16 }}
-data {{ train_pattern: "{}/train_*.bin" tokenizer: "byte" }}
+data {{ train_pattern: "{}/train_*.bin" val_pattern: "{}/train_*.bin" tokenizer: "byte" }}
 optimizer {{ name: "adamw" lr: {} weight_decay: 0.1 grad_clip: {} warmup_steps: 2 }}
-training {{ steps: {} batch_size: {} seq_len: 16 val_every: 0 seed: 11 device: "{}" }}
+training {{ steps: {} batch_size: {} seq_len: 16 val_every: 0 val_steps: 3 seed: 11 device: "{}"
+           skip_nonfinite_steps: {} }}
 parallel {{ tp: {} pp: {} dp: {} sequence_parallel: {} strategy: "{}" schedule: "{}"
            virtual_stages: {} micro_batches: {} }}
 )",
-                    dir_.string(), kLearningRate, kGradClip, kSteps, global_batch / l.dp, l.device,
-                    l.tp, l.pp, l.dp, l.sequence_parallel ? "true" : "false", l.strategy,
-                    l.schedule, l.virtual_stages, l.pp > 1 ? 2 : 0),
+                    dir_.string(), dir_.string(), kLearningRate, kGradClip, kSteps,
+                    global_batch / l.dp, l.device, skip_nonfinite ? "true" : "false", l.tp, l.pp,
+                    l.dp, l.sequence_parallel ? "true" : "false", l.strategy, l.schedule,
+                    l.virtual_stages, l.pp > 1 ? 2 : 0),
         "test");
   }
 
@@ -147,6 +151,52 @@ TEST_F(TrainerDevice, InterleavedPipelineEqualsSingleProcessCpu) {
   layout.schedule = "interleaved_1f1b";
   layout.virtual_stages = 2;
   expect_equals_cpu(layout);
+}
+
+// Validation on the devices: each data-parallel rank evaluates its share of the batches and
+// the mean is taken over dp on the device communicator; equal to one CPU process after the same
+// steps (1e-5 relative), before training and after.
+TEST_F(TrainerDevice, EvaluationEqualsSingleProcessCpu) {
+  for (const DeviceLayout layout :
+       {DeviceLayout{1, 2, false, "ddp", "cuda"}, DeviceLayout{2, 1, true, "auto", "cuda"}}) {
+    train::Trainer single(config({}), nullptr);
+    train::Trainer devices(config(layout), world_ptr(), nccl_group_factory);
+    for (int step = 0; step <= 2; ++step) {
+      if (step > 0) {
+        single.train_step();
+        devices.train_step();
+      }
+      const float expected = single.evaluate();
+      EXPECT_NEAR(devices.evaluate(), expected, 1e-5 * expected)
+          << layout.str() << " after " << step << " steps";
+    }
+  }
+}
+
+// A NaN in one rank's copy of a parameter makes that rank's gradients, and through the
+// all-reduce every rank's, non-finite: with skip_nonfinite_steps every rank skips the same steps,
+// counts the same updates and leaves the other parameters as they were.
+TEST_F(TrainerDevice, ANonFiniteStepOnOneRankIsSkippedByEveryRank) {
+  for (const std::string strategy : {"ddp", "zero1"}) {
+    const DeviceLayout layout{1, 2, false, strategy, "cuda"};
+    train::Trainer t(config(layout, /*skip_nonfinite=*/true), world_ptr(), nccl_group_factory);
+    t.train_step();
+    t.train_step();
+    auto params = t.model().named_parameters();
+    if (rank() == 1) params[2].second.detach().fill_(std::nanf(""));
+    std::vector<std::vector<float>> good;
+    for (const auto& [name, p] : params) good.push_back(p.to(Device::cpu()).to_vector());
+    for (int i = 0; i < 3; ++i) t.train_step();
+    t.sync_device_metrics();
+    ASSERT_EQ(t.history().size(), 5u) << layout.str();
+    for (int i = 0; i < 5; ++i)
+      EXPECT_EQ(t.history()[i].skipped, i >= 2) << layout.str() << " step " << i + 1;
+    EXPECT_EQ(t.optimizer().steps_taken(), 2) << layout.str();
+    for (size_t i = 0; i < params.size(); ++i)
+      if (i != 2)
+        EXPECT_EQ(params[i].second.to(Device::cpu()).to_vector(), good[i])
+            << layout.str() << " " << params[i].first;
+  }
 }
 
 TEST_F(TrainerDevice, LayoutsWithoutWhatTheyNeedAreClearErrors) {
