@@ -12,10 +12,9 @@
 #include <vector>
 
 #include "braid/train/trainer.h"
-#include "cuda_runtime.cuh"
 #include "dist/nccl_process_group.h"
-#include "dist_test.h"
 #include "training_equivalence.h"
+#include "two_device_test.h"
 
 namespace braid::dist::testing {
 namespace {
@@ -87,14 +86,11 @@ void expect_close_losses(const std::vector<float>& actual, const std::vector<flo
         << what << " step " << i + 1 << " after the load";
 }
 
-class CheckpointLayoutsDevice : public DistTest {
+class CheckpointLayoutsDevice : public TwoDeviceTest {
  protected:
   void SetUp() override {
-    if (size() != 2) GTEST_SKIP() << "these layouts are for 2 ranks";
-    int devices = 0;
-    if (cudaGetDeviceCount(&devices) != cudaSuccess || devices < size())
-      GTEST_SKIP() << "each rank trains on its own device (local rank): run with "
-                      "BRAID_SIMT_DEVICES=2 (ctest simt.dist.trainer.np2)";
+    TwoDeviceTest::SetUp();
+    if (IsSkipped()) return;
     data_ = write_corpus("braid_ckl_device_", rank());
     // One folder every rank agrees on: named after rank 0's process.
     Tensor pid = Tensor::full({1}, static_cast<float>(::getpid()));
@@ -109,7 +105,7 @@ class CheckpointLayoutsDevice : public DistTest {
       fs::remove_all(data_);
       if (rank() == 0) fs::remove_all(ckpt_);
     }
-    DistTest::TearDown();
+    TwoDeviceTest::TearDown();
   }
 
   // A 4-layer tiny GPT over bytes, 4 sequences of 16 tokens per step, AdamW with clipping;

@@ -7,10 +7,9 @@
 #include <string>
 
 #include "braid/train/trainer.h"
-#include "cuda_runtime.cuh"
 #include "dist/nccl_process_group.h"
-#include "dist_test.h"
 #include "training_equivalence.h"
+#include "two_device_test.h"
 
 namespace braid::dist::testing {
 namespace {
@@ -59,19 +58,16 @@ RecordedRun record(train::TrainConfig config, ProcessGroupPtr world, bool device
   return out;
 }
 
-class TrainerDevice : public DistTest {
+class TrainerDevice : public TwoDeviceTest {
  protected:
   void SetUp() override {
-    if (size() != 2) GTEST_SKIP() << "these layouts are for 2 ranks";
-    int devices = 0;
-    if (cudaGetDeviceCount(&devices) != cudaSuccess || devices < size())
-      GTEST_SKIP() << "each rank trains on its own device (local rank): run with "
-                      "BRAID_SIMT_DEVICES=2 (ctest simt.dist.trainer.np2)";
+    TwoDeviceTest::SetUp();
+    if (IsSkipped()) return;
     dir_ = write_corpus("braid_trainer_device_", rank());
   }
   void TearDown() override {
     if (!dir_.empty()) fs::remove_all(dir_);
-    DistTest::TearDown();
+    TwoDeviceTest::TearDown();
   }
 
   // A 4-layer tiny GPT over bytes; a global batch of 4 sequences of 16 tokens (a pipeline cuts
