@@ -22,7 +22,8 @@ if(NOT BRAID_CUDA STREQUAL "OFF")
     # check the target first, which hid it). The module decides from CMAKE_MINIMUM_REQUIRED_VERSION
     # alone, so it sees 3.24 for this one call: only that deprecation mark is skipped, on a target
     # braid never links; every library braid uses is found exactly as before. Keep this the only
-    # find_package(CUDAToolkit) in the tree: another call would stop at the same line.
+    # find_package(CUDAToolkit) in the build: another call would stop at the same line (the
+    # installed package's, cmake/braidConfig.cmake.in, repeats this for its consumers).
     set(_braid_cmake_minimum ${CMAKE_MINIMUM_REQUIRED_VERSION})
     set(CMAKE_MINIMUM_REQUIRED_VERSION 3.24)
     find_package(CUDAToolkit REQUIRED)

@@ -13,6 +13,7 @@
 #include "braid/core/error.h"
 #include "braid/data/tokenizer.h"
 #include "braid/nn/gpt.h"
+#include "braid/optim/clip.h"
 #include "braid/optim/optimizer.h"
 #include "braid/optim/schedule.h"
 

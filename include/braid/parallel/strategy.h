@@ -35,10 +35,10 @@
 #include "braid/dist/parallel_grid.h"
 #include "braid/nn/gpt.h"
 #include "braid/nn/module.h"
+#include "braid/optim/clip.h"
 #include "braid/optim/optimizer.h"
 #include "braid/optim/owned_state.h"
 #include "braid/optim/ready_grad_squares.h"
-#include "braid/optim/schedule.h"
 
 namespace braid::parallel {
 

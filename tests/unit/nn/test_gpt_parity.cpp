@@ -12,8 +12,8 @@
 
 #include "braid/core/safetensors.h"
 #include "braid/nn/gpt.h"
+#include "braid/optim/clip.h"
 #include "braid/optim/optimizer.h"
-#include "braid/optim/schedule.h"
 
 namespace braid {
 namespace {

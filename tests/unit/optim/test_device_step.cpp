@@ -4,8 +4,8 @@
 
 #include "braid/ops/kernel_registry.h"
 #include "braid/ops/kernel_signatures.h"
+#include "braid/optim/clip.h"
 #include "braid/optim/optimizer.h"
-#include "braid/optim/schedule.h"
 #include "support/test_util.h"
 
 namespace braid::testing {

@@ -5,7 +5,7 @@
 #include "braid/ops/elementwise.h"
 #include "braid/ops/matmul.h"
 #include "braid/ops/reduce.h"
-#include "braid/optim/schedule.h"
+#include "braid/optim/clip.h"
 #include "support/test_util.h"
 
 namespace braid::testing {

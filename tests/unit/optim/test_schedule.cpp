@@ -1,6 +1,7 @@
 // Learning-rate schedules (linear warmup, cosine decay, constant) and global-norm clipping.
 #include <cmath>
 
+#include "braid/optim/clip.h"
 #include "braid/optim/schedule.h"
 #include "support/test_util.h"
 

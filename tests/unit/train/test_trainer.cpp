@@ -9,7 +9,7 @@
 
 #include "braid/core/generator.h"
 #include "braid/data/token_shard.h"
-#include "braid/optim/schedule.h"
+#include "braid/optim/clip.h"
 #include "braid/train/trainer.h"
 
 namespace braid::train {
