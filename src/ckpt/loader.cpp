@@ -155,11 +155,17 @@ TrainingState load_folder(const fs::path& folder, nn::Module& model, optim::Opti
   for (const auto& [name, param] : model.named_parameters())
     restore(reader, "model/" + name, shards.at(name), param.detach());
   crash_if_requested("load", manifest.step(), rank);
-  if (live) restore_live(reader, shards, *live);
+  // Weights only (braid-ckpt import: no optimizer state, no update taken): the optimizer state
+  // stays as fresh as it is.
+  const bool weights_only =
+      manifest.optimizer_steps() == 0 &&
+      std::none_of(manifest.tensors().begin(), manifest.tensors().end(),
+                   [](const proto::TensorSlice& t) { return t.name().starts_with("optim/"); });
+  if (live && !weights_only) restore_live(reader, shards, *live);
   std::vector<int64_t> steps;
   for (size_t i = 0; i < optimizer.params().size(); ++i) {
     const std::string& name = optimizer.params()[i].name;
-    if (!live)
+    if (!live && !weights_only)
       for (const auto& [state_name, t] : optimizer.param_state(i))
         restore(reader, "optim/" + name + "/" + state_name, shards.at(name), t);
     auto s = manifest.param_steps().find(name);

@@ -25,6 +25,7 @@ int run_inspect(const std::vector<std::string>& args);
 int run_verify(const std::vector<std::string>& args);
 int run_export(const std::vector<std::string>& args);
 int run_convert(const std::vector<std::string>& args);
+int run_import(const std::vector<std::string>& args);
 
 // A subcommand's arguments: positionals in order, flags by name ("--config").
 struct Args {

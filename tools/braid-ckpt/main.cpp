@@ -1,4 +1,4 @@
-// braid-ckpt: inspects, verifies and exports braid checkpoints (see --help).
+// braid-ckpt: inspects, verifies, exports, imports and converts braid checkpoints (see --help).
 #include <cstdio>
 #include <exception>
 #include <map>
@@ -30,6 +30,12 @@ constexpr const char* kHelp =
     "                              writes the whole model tensors under Hugging Face GPT-2 names\n"
     "                              (GPT2LMHeadModel without 'transformer.'); the real vocabulary\n"
     "                              size comes from the stored config unless given\n"
+    "  import GPT2.safetensors OUT_DIR --n-head H [--padded-vocab-multiple M] [--seed S]\n"
+    "                              makes a checkpoint (step 0, weights only: the optimizer\n"
+    "                              starts fresh) from Hugging Face GPT-2 weights, names with or\n"
+    "                              without 'transformer.'; the shape is read off the tensors but\n"
+    "                              for the head count; --seed is the data order's (default\n"
+    "                              training.seed's); the padded vocabulary rows are zeros\n"
     "  convert PATH OUT_DIR --tp T --pp P [--dp D] [--virtual-stages V]\n"
     "          [--stage-layers 3,2,2,1] [--sequence-parallel]\n"
     "                              reshards offline: writes the checkpoint as the ranks of that\n"
@@ -54,12 +60,14 @@ int main(int argc, char** argv) {
   const std::map<std::string, Command> commands = {{"inspect", braid::ckpt_tool::run_inspect},
                                                    {"verify", braid::ckpt_tool::run_verify},
                                                    {"export", braid::ckpt_tool::run_export},
-                                                   {"convert", braid::ckpt_tool::run_convert}};
+                                                   {"convert", braid::ckpt_tool::run_convert},
+                                                   {"import", braid::ckpt_tool::run_import}};
   const auto it = commands.find(args[0]);
   if (it == commands.end()) {
-    std::fprintf(stderr,
-                 "braid-ckpt: error: unknown command '%s' (inspect, verify, export, convert)\n%s",
-                 args[0].c_str(), kHelp);
+    std::fprintf(
+        stderr,
+        "braid-ckpt: error: unknown command '%s' (inspect, verify, export, import, convert)\n%s",
+        args[0].c_str(), kHelp);
     return braid::kUsageExitCode;
   }
   for (const std::string& arg : args)

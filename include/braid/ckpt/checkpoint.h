@@ -182,7 +182,9 @@ void remove_checkpoints(const std::string& dir, dist::ProcessGroup& group);
 // them) and `optimizer`, verifying the checksum of everything it reads, and returns the
 // training state. The optimizer state goes into `live` (a strategy's owned_state: ZeRO-1's
 // chunks, so no rank ever holds the whole state) when given, else into the optimizer's own
-// per-parameter state; the step counters always go to the optimizer.
+// per-parameter state; the step counters always go to the optimizer. A checkpoint without
+// optimizer state whose optimizer took no step (braid-ckpt import) loads the weights only and
+// leaves the optimizer state as it is.
 // `path` is a step folder, or a checkpoint directory: then the newest committed checkpoint
 // found by scanning it (`latest` is only a hint), and with fallback_to_previous the older ones
 // in turn. Collective over the grid's world, on a group of its own: every rank verifies what it
