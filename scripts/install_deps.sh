@@ -8,14 +8,16 @@ build_pkgs=(build-essential cmake pkg-config libopenblas-openmp-dev libdnnl-dev 
             protobuf-compiler libspdlog-dev libfmt-dev nlohmann-json3-dev libgtest-dev
             libgmock-dev libbenchmark-dev openmpi-bin libopenmpi-dev)
 data_pkgs=(bible-kjv npm)
+# tools/braid-plot's loss curves (pretrain.sh draws loss.png; its ctest checks the PNG).
+plot_pkgs=(python3-matplotlib)
 # The PyTorch reference side of benchmarks/cpu_vs_torch.sh (and the fixture generators).
 bench_pkgs=(python3-torch python3-numpy)
 
 case "$what" in
   build) wanted=("${build_pkgs[@]}") ;;
-  test|train) wanted=("${build_pkgs[@]}" "${data_pkgs[@]}") ;;
+  test|train) wanted=("${build_pkgs[@]}" "${data_pkgs[@]}" "${plot_pkgs[@]}") ;;
   bench) wanted=("${build_pkgs[@]}" "${bench_pkgs[@]}") ;;
-  all) wanted=("${build_pkgs[@]}" "${data_pkgs[@]}" "${bench_pkgs[@]}") ;;
+  all) wanted=("${build_pkgs[@]}" "${data_pkgs[@]}" "${plot_pkgs[@]}" "${bench_pkgs[@]}") ;;
   *) echo "install_deps.sh: unknown set '$what' (expected build, test, train, bench or all)" >&2; exit 2 ;;
 esac
 
