@@ -16,6 +16,7 @@
 #include "braid/ckpt/run_lock.h"
 #include "braid/core/logging.h"
 #include "braid/core/thread_priority.h"
+#include "braid/core/trace.h"
 #include "checkpoint_dir.h"
 #include "fault_injection.h"
 #include "format.h"
@@ -183,13 +184,18 @@ void Checkpointer::save_as(Mode mode, const nn::Module& model, const optim::Opti
                                                  std::move(spare_staging_));
     return;
   }
-  RankState written = collect_rank_state(model, optimizer, shards, not_mine, first_replica);
-  // Device state is copied by DMA on the copy stream; async returns once it is enqueued.
-  job->copies = snapshot_values_async(written.entries, std::move(spare_image_));
-  job->entries = std::move(written.entries);
-  job->param_steps = std::move(written.param_steps);
-  bytes_copied_ = entry_bytes(job->entries);
+  {
+    trace::Span span("checkpoint", "snapshot copy");
+    RankState written = collect_rank_state(model, optimizer, shards, not_mine, first_replica);
+    // Device state is copied by DMA on the copy stream; async returns once it is enqueued.
+    job->copies = snapshot_values_async(written.entries, std::move(spare_image_));
+    job->entries = std::move(written.entries);
+    job->param_steps = std::move(written.param_steps);
+    bytes_copied_ = entry_bytes(job->entries);
+    if (span.active()) span.arg({"bytes", bytes_copied_}).arg({"step", state.step});
+  }
   if (mode == Mode::sync) {
+    trace::Span span("checkpoint", "snapshot complete");
     complete_snapshot(job->entries, job->copies, /*all_threads=*/true);
     write_and_commit(job);
     return;
@@ -253,6 +259,7 @@ void Checkpointer::prepare(const nn::Module& model, const optim::Optimizer& opti
 void Checkpointer::start_writer(std::shared_ptr<Pending> job, std::function<void()> prepare) {
   writer_.start([this, job, prepare = std::move(prepare)] {
     pthread_setname_np(pthread_self(), "braid-ckpt-wr");  // named in top, perf and gdb
+    trace::name_this_thread("checkpoint write");
     // Replay, checksums and staging use only CPU time the training threads leave idle.
     run_at_idle_priority();
     if (prepare) prepare();
@@ -327,13 +334,19 @@ void Checkpointer::finish_window(const std::vector<optim::StateShard>& shards,
     // Copied once more, with the unoptimized parameters, into an image as async writes it:
     // the copy checksums on the way and the disk takes the image in place, which costs this
     // thread less than checksumming the copies and staging them.
-    snapshot_values(job->entries, std::move(spare_image_));
+    {
+      trace::Span span("checkpoint", "snapshot image");
+      snapshot_values(job->entries, std::move(spare_image_));
+    }
     // Nothing reads the window's pinned copies any more: the next window reuses the buffer.
     if (window->staging()) spare_staging_ = window->staging();
   });
 }
 
 void Checkpointer::write_and_commit(const std::shared_ptr<Pending>& job) {
+  trace::Span span("checkpoint");
+  if (span.active())
+    span.name(fmt::format("write step {}", job->state.step)).arg({"step", job->state.step});
   // An async snapshot of device state: its DMA ends here, on the writer thread, checksums after.
   complete_snapshot(job->entries, job->copies, /*all_threads=*/false);
   const fs::path dir = options_.dir;
@@ -351,7 +364,11 @@ void Checkpointer::write_and_commit(const std::shared_ptr<Pending>& job) {
   const bool writes = !job->entries.empty();
   Tensor writers = Tensor::full({1}, writes ? 1.0f : 0.0f);
   channel_->all_reduce(writers, dist::ReduceOp::sum)->wait();
-  if (writes) write_rank_shard(tmp, rank, job->entries, job->param_steps, job->state.step);
+  if (writes) {
+    trace::Span write("checkpoint", "write shard");
+    if (write.active()) write.arg({"bytes", entry_bytes(job->entries)});
+    write_rank_shard(tmp, rank, job->entries, job->param_steps, job->state.step);
+  }
   channel_->barrier()->wait();
 
   if (rank == 0) {

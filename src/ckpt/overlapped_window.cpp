@@ -1,5 +1,6 @@
 // OverlappedWindow: block copies spread over K steps and the exact host-side AdamW replay.
 #include "braid/ckpt/overlapped_window.h"
+#include "braid/core/trace.h"
 
 #include <omp.h>
 #include <pthread.h>
@@ -132,6 +133,7 @@ void OverlappedWindow::start_copy(const std::vector<optim::StateShard>& shards, 
     // them for the same cores.
     omp_set_num_threads(1);
     pthread_setname_np(pthread_self(), "braid-ckpt-copy");
+    trace::name_this_thread("checkpoint copy");
     copy_block(shards, block);
   });
 }
@@ -144,6 +146,9 @@ void OverlappedWindow::check_same(const std::vector<optim::StateShard>& shards) 
 }
 
 void OverlappedWindow::copy_block(const std::vector<optim::StateShard>& shards, int block) {
+  trace::Span span("checkpoint");
+  if (span.active()) span.name(fmt::format("copy block {}", block)).arg({"block", block});
+  const int64_t bytes_before = bytes_copied_;
   check_same(shards);
   autograd::NoGradGuard no_grad;
   std::vector<size_t> members;
@@ -163,10 +168,15 @@ void OverlappedWindow::copy_block(const std::vector<optim::StateShard>& shards, 
     c.exp_avg_sq = copies[3 * k + 2];
     bytes_copied_ += 3 * static_cast<int64_t>(c.value.nbytes());
   }
+  if (span.active()) span.arg({"bytes", bytes_copied_ - bytes_before});
 }
 
 void OverlappedWindow::copy_block_off_device(const std::vector<optim::StateShard>& shards,
                                              int block, bool compute_waits) {
+  // The host's part: issuing the DMA on the copy stream, which then runs beside the compute.
+  trace::Span span("checkpoint");
+  if (span.active())
+    span.name(fmt::format("copy block {} (DMA issue)", block)).arg({"block", block});
   check_same(shards);
   autograd::NoGradGuard no_grad;
   std::vector<DeviceToHost> dma;
@@ -301,6 +311,8 @@ bool OverlappedWindow::after_update(const std::vector<optim::StateShard>& shards
 }
 
 void OverlappedWindow::finish() {
+  trace::Span span("checkpoint", "replay");
+  if (span.active()) span.arg({"updates", static_cast<int64_t>(updates_.size())});
   BRAID_CHECK(copied_ == blocks_ && !copier_.running(),
               "overlapped checkpoint window finished before its last block was copied");
   autograd::NoGradGuard no_grad;

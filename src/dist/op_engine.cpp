@@ -6,6 +6,7 @@
 #include <pthread.h>
 
 #include "braid/core/logging.h"
+#include "braid/core/trace.h"
 #include "braid/dist/collective_log.h"
 
 namespace braid::dist::detail {
@@ -446,9 +447,33 @@ void OpEngine::retire_locked() {
   }
 }
 
+// A retired operation on the trace: a collective on its group's communication track, from its
+// start on the transport (not before the previous one of the group ended: they run in order) to
+// its retirement; a send or recv as an asynchronous span, since several may be open at once.
+void OpEngine::trace_locked(const EngineOp& op) {
+  const auto end = std::chrono::steady_clock::now();
+  std::vector<trace::Arg> args = {{"op", std::string(op_kind_name(op.kind))},
+                                  {"group", config_.name},
+                                  {"bytes", op.numel * static_cast<int64_t>(dtype_size(op.dtype))},
+                                  {"backend", config_.backend}};
+  if (!is_collective(op.kind)) {
+    args.emplace_back("peer", op.peer);
+    args.emplace_back("tag", op.tag);
+    trace::async_span(std::string(op_kind_name(op.kind)), "p2p", op.ticket, op.started, end,
+                      std::move(args));
+    return;
+  }
+  args.emplace_back("seq", op.seq);
+  const auto start = std::max(op.started, traced_until_);
+  traced_until_ = end;
+  trace::complete_on("communication " + config_.name, std::string(op_kind_name(op.kind)),
+                     "collective", start, end, std::move(args));
+}
+
 // Completes a finished operation's Work. An abandoned run is leaked (see EngineOp).
 void OpEngine::retire_one_locked(std::unique_ptr<EngineOp> op) {
   fail_if_group_error_locked(*op);
+  if (trace::enabled() && !op->error) trace_locked(*op);
   if (is_collective(op->kind) && !op->error) completed_ = op->seq;
   complete_locked(*op->work, op->error, op->ticket,
                   op->error ? CollectiveStatus::failed : CollectiveStatus::done);
@@ -520,6 +545,8 @@ void OpEngine::release_retired() {
 // ---- EngineWork --------------------------------------------------------------------------------
 
 void EngineWork::wait() {
+  // The host blocks here: the step's communication wait (trace.h's comm_wait phase).
+  const trace::PhaseScope waiting(trace::Phase::comm_wait);
   if (!done_hint_.load(std::memory_order_acquire)) engine_->run_if_next(*this);
   // Most waits come right after the issue. Yielding in a short loop first lets the progress
   // thread run and usually catches the completion without a sleep/wake round trip, which

@@ -139,6 +139,7 @@ class OpEngine final : public MonitoredGroup, public std::enable_shared_from_thi
   void abandon_posted_locked();
   void retire_locked();
   void retire_one_locked(std::unique_ptr<EngineOp> op);
+  void trace_locked(const EngineOp& op);
   void start_locked(EngineOp& op, bool by_caller);
   void note_who_ran_locked(const EngineOp& op, bool caller);
   bool may_start_next_locked() const { return !queue_.empty() && !caller_op_; }
@@ -179,6 +180,7 @@ class OpEngine final : public MonitoredGroup, public std::enable_shared_from_thi
   bool unannounced_ = false;  // the queue holds an op the progress thread was not woken for
   std::chrono::steady_clock::time_point unannounced_since_;
   bool thread_exited_ = false;
+  std::chrono::steady_clock::time_point traced_until_{};  // the last traced collective's end
   bool detached_ = false;
   std::thread thread_;
 };

@@ -10,12 +10,37 @@
 
 #include "braid/autograd/engine.h"
 #include "braid/autograd/grad_mode.h"
+#include "braid/autograd/node.h"
 #include "braid/core/generator.h"
+#include "braid/core/trace.h"
 #include "braid/nn/init.h"
 #include "braid/ops.h"
 #include "braid/ops/host_checked.h"
 
 namespace braid::nn {
+namespace {
+
+// Identity in the forward pass. In the backward, the gradient reaching the marker after block
+// `layer` opens that block's backward span and the one before it closes the span: the engine
+// runs a block's nodes between the two (dependency counts: the input's gradient is final only
+// once everything inside the block ran). Only added while a trace records.
+Tensor backward_marker(const Tensor& x, int64_t layer, bool block_output,
+                       const std::shared_ptr<trace::Clock::time_point>& began) {
+  Tensor out = x.detach();
+  autograd::record("trace_marker", {x}, {&out},
+                   [layer, block_output, began](const std::vector<Tensor>& g) {
+                     if (block_output) {
+                       *began = trace::Clock::now();
+                     } else {
+                       trace::complete(fmt::format("backward block {}", layer), "backward", *began,
+                                       trace::Clock::now(), {{"block", layer}});
+                     }
+                     return std::vector<Tensor>{g[0]};
+                   });
+  return out;
+}
+
+}  // namespace
 
 int64_t GptConfig::padded_vocab(int tp) const {
   const int64_t m = std::lcm(std::max<int64_t>(padded_vocab_multiple, 1), std::max(tp, 1));
@@ -171,6 +196,8 @@ void Gpt::check_ids(const Tensor& ids) const {
 
 Tensor Gpt::embed(const Tensor& ids) const {
   BRAID_CHECK(part_.embeddings, "this GPT part does not hold the embeddings (first stage)");
+  const trace::PhaseScope phase(trace::Phase::forward);
+  trace::Span span("forward", "embedding");
   check_ids(ids);
   // Under sequence parallelism the residual stream holds this rank's piece of the sequence,
   // so it adds the positions of that piece.
@@ -185,9 +212,20 @@ Tensor Gpt::embed(const Tensor& ids) const {
 Tensor Gpt::forward_chunk(int chunk, const Tensor& x) const {
   BRAID_CHECK(chunk >= 0 && chunk + 1 < static_cast<int>(chunk_start_.size()),
               "chunk {} is not one of this GPT part's {} chunks", chunk, chunk_start_.size() - 1);
+  const trace::PhaseScope phase(trace::Phase::forward);
   Tensor h = x;
   for (size_t i = chunk_start_[chunk]; i < chunk_start_[chunk + 1]; ++i) {
     const auto& block = blocks[i];
+    const int64_t layer = part_.chunks[chunk].first + static_cast<int64_t>(i - chunk_start_[chunk]);
+    trace::Span span("forward");
+    std::shared_ptr<trace::Clock::time_point> backward_began;
+    if (span.active()) {
+      span.name(fmt::format("forward block {}", layer)).arg({"block", layer});
+      if (autograd::needs_grad({&h})) {
+        backward_began = std::make_shared<trace::Clock::time_point>();
+        h = backward_marker(h, layer, false, backward_began);
+      }
+    }
     if (config_.recompute) {
       h = autograd::recompute(
           [block](const std::vector<Tensor>& in) {
@@ -197,18 +235,22 @@ Tensor Gpt::forward_chunk(int chunk, const Tensor& x) const {
     } else {
       h = block->forward(h);
     }
+    if (backward_began) h = backward_marker(h, layer, true, backward_began);
   }
   return h;
 }
 
 Tensor Gpt::head_logits(const Tensor& x) const {
   BRAID_CHECK(part_.head, "this GPT part does not hold the head (last stage)");
+  const trace::PhaseScope phase(trace::Phase::forward);
+  trace::Span span("forward", "head");
   // The head is column-parallel over the vocabulary: every rank needs the whole sequence.
   return linear(enter_tensor_parallel(tp_.get(), ln_f->forward(x), 1),
                 lm_head ? lm_head->weight : wte->weight);
 }
 
 Tensor Gpt::head_loss(const Tensor& x, const Tensor& targets) const {
+  const trace::PhaseScope phase(trace::Phase::forward);
   Tensor logits = head_logits(x);
   if (!tp_) return cross_entropy(std::move(logits), targets, config_.vocab_size);
   return tp_->vocab_parallel_cross_entropy(logits, targets, vocab_begin(), config_.vocab_size);
@@ -227,6 +269,7 @@ Tensor Gpt::forward(const Tensor& ids) const {
 }
 
 Tensor Gpt::loss(const Tensor& ids, const Tensor& targets) const {
+  const trace::PhaseScope phase(trace::Phase::forward);
   Tensor logits = forward(ids);
   if (!tp_) return cross_entropy(std::move(logits), targets, config_.vocab_size);
   return tp_->vocab_parallel_cross_entropy(logits, targets, vocab_begin(), config_.vocab_size);

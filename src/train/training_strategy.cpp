@@ -22,7 +22,6 @@ std::unique_ptr<parallel::Strategy> make_training_strategy(const TrainConfig& co
   o.batch_size = config.training().batch_size();
   o.seq_len = config.training().seq_len();
   o.sequence_parallel = par.sequence_parallel();
-  o.trace_path = par.pipeline_trace();
   return std::make_unique<parallel::pipeline::PipelineParallel>(std::move(o),
                                                                 std::move(data_parallel));
 }

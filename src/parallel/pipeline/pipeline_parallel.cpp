@@ -2,7 +2,6 @@
 #include "braid/parallel/pipeline/pipeline_parallel.h"
 
 #include "braid/autograd/grad_mode.h"
-#include "braid/core/logging.h"
 #include "braid/ops/elementwise.h"
 #include "braid/parallel/pipeline/partition.h"
 #include "braid/parallel/pipeline/validate.h"
@@ -124,18 +123,7 @@ StepLoss PipelineParallel::forward_backward(const nn::Gpt& model, const StepBatc
               micro);
   StageCompute c = compute(model, batch);
   c.before_backward = [this](bool last) { begin_backward(last); };
-  const bool trace = batches.step == 1 && !options_.trace_path.empty();
-  // The trace's events are host data: they go over the MPI pp group.
-  const dist::ProcessGroupPtr& host_group = grid_->group("pp");
-  if (trace) host_group->barrier()->wait();  // a common time origin for all stages
-  const StepResult r = runtime().train_step(c, 1.0f / static_cast<float>(micro), trace);
-  if (trace) {
-    const std::vector<TraceEvent> events = gather_events(r.events, *host_group);
-    if (grid_->world()->rank() == 0) {
-      write_chrome_trace(options_.trace_path, events, schedule_.name);
-      log().info("pipeline trace of {} written to {}", schedule_.name, options_.trace_path);
-    }
-  }
+  const StepResult r = runtime().train_step(c, 1.0f / static_cast<float>(micro));
   if (!device_.is_cpu()) return {0.0, batch.inputs.numel(), mean_over_stages(r.device_loss_sum)};
   return {mean_over_stages(r.loss_sum), batch.inputs.numel()};
 }

@@ -2,23 +2,27 @@
 // activations released after their backward.
 #include "braid/parallel/pipeline/runtime.h"
 
-#include <chrono>
 #include <map>
 
 #include "braid/autograd/grad_mode.h"
 #include "braid/core/error.h"
+#include "braid/core/trace.h"
 #include "braid/ops/elementwise.h"
 #include "braid/parallel/pipeline/matched_order.h"
 
 namespace braid::parallel::pipeline {
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
 struct Posted {
   Tensor buffer;
   dist::WorkPtr work;
 };
+
+const char* kind_name(ActionKind kind) {
+  const char* names[] = {"forward",         "backward",      "recv_activation",
+                         "send_activation", "recv_gradient", "send_gradient"};
+  return names[static_cast<int>(kind)];
+}
 
 // What a micro-batch chunk keeps between its forward and its backward.
 struct Stash {
@@ -60,17 +64,17 @@ int PipelineRuntime::tag(ActionKind data, int microbatch, int receiving_virtual_
   return (receiving_virtual_stage * schedule_.shape.microbatches + microbatch) * 2 + grad;
 }
 
-StepResult PipelineRuntime::train_step(const StageCompute& compute, float loss_scale, bool trace) {
-  return run(train_actions_, compute, loss_scale, trace);
+StepResult PipelineRuntime::train_step(const StageCompute& compute, float loss_scale) {
+  return run(train_actions_, compute, loss_scale);
 }
 
 StepResult PipelineRuntime::forward_only(const StageCompute& compute) {
   autograd::NoGradGuard no_grad;
-  return run(forward_actions_, compute, 0.0f, false);
+  return run(forward_actions_, compute, 0.0f);
 }
 
 StepResult PipelineRuntime::run(const std::vector<Action>& actions, const StageCompute& compute,
-                                float loss_scale, bool trace) {
+                                float loss_scale) {
   const ScheduleShape& shape = schedule_.shape;
   const int last_virtual = shape.virtual_stages() - 1;
   std::map<std::pair<int, int>, Posted> activations, gradients;  // (microbatch, chunk)
@@ -82,14 +86,23 @@ StepResult PipelineRuntime::run(const std::vector<Action>& actions, const StageC
   size_t backwards_left = 0;
   for (const Action& a : actions) backwards_left += a.kind == ActionKind::backward;
   const bool training = backwards_left > 0;
-  const auto start = Clock::now();
-  auto micros = [&](Clock::time_point t) {
-    return std::chrono::duration<double, std::micro>(t - start).count();
-  };
 
   for (const Action& a : actions) {
     const int k = shape.virtual_stage(stage_, a.chunk);
     const std::pair<int, int> id{a.microbatch, a.chunk};
+    // Every action on this thread's trace track; a receive's wait is a span of its own.
+    trace::Span span("pipeline");
+    if (span.active())
+      span.name(a.str())
+          .arg({"action", kind_name(a.kind)})
+          .arg({"microbatch", a.microbatch})
+          .arg({"chunk", a.chunk})
+          .arg({"stage", stage_});
+    auto wait_for = [&](Posted& posted) {
+      trace::Span waiting("pipeline_wait");
+      if (waiting.active()) waiting.name("wait " + a.str());
+      posted.work->wait();
+    };
     switch (a.kind) {
       case ActionKind::recv_activation:
       case ActionKind::recv_gradient: {
@@ -116,14 +129,11 @@ StepResult PipelineRuntime::run(const std::vector<Action>& actions, const StageC
         if (k > 0) {
           Posted posted = std::move(activations.at(id));
           activations.erase(id);
-          posted.work->wait();
+          wait_for(posted);
           s.input = posted.buffer;
           if (autograd::GradMode::is_enabled()) s.input.set_requires_grad(true);
         }
-        const auto t0 = Clock::now();
         s.output = compute.forward(a.chunk, a.microbatch, s.input);
-        if (trace)
-          result.events.push_back({stage_, a, micros(t0), micros(Clock::now()) - micros(t0)});
         if (k == last_virtual) {
           if (device_.is_cpu())
             result.loss_sum += s.output.item();
@@ -139,16 +149,13 @@ StepResult PipelineRuntime::run(const std::vector<Action>& actions, const StageC
         if (k < last_virtual) {
           Posted posted = std::move(gradients.at(id));
           gradients.erase(id);
-          posted.work->wait();
+          wait_for(posted);
           upstream = posted.buffer;
         } else {
           upstream = Tensor::full({}, loss_scale, DType::f32, device_);
         }
         if (compute.before_backward) compute.before_backward(--backwards_left == 0);
-        const auto t0 = Clock::now();
         s.output.backward(upstream);
-        if (trace)
-          result.events.push_back({stage_, a, micros(t0), micros(Clock::now()) - micros(t0)});
         s.output = Tensor();
         if (k > 0) {
           s.input_grad = s.input.grad();
@@ -162,35 +169,15 @@ StepResult PipelineRuntime::run(const std::vector<Action>& actions, const StageC
       }
     }
   }
-  for (auto& [tensor, work] : sends) work->wait();
+  {
+    trace::Span span("pipeline_wait", "wait sends");
+    for (auto& [tensor, work] : sends) work->wait();
+  }
   if (training)
     BRAID_CHECK(stash.empty(),
                 "pipeline stage {}: {} micro-batch chunks were never back-propagated", stage_,
                 stash.size());
   return result;
-}
-
-std::vector<TraceEvent> gather_events(const std::vector<TraceEvent>& mine,
-                                      dist::ProcessGroup& group) {
-  constexpr int kFields = 6;
-  std::vector<float> packed;
-  for (const TraceEvent& e : mine)
-    packed.insert(packed.end(),
-                  {static_cast<float>(e.stage), static_cast<float>(e.action.kind),
-                   static_cast<float>(e.action.microbatch), static_cast<float>(e.action.chunk),
-                   static_cast<float>(e.start), static_cast<float>(e.duration)});
-  const int64_t n = static_cast<int64_t>(packed.size());
-  Tensor all = Tensor::empty({n * group.size()});
-  group.all_gather(Tensor::from_vector(packed, {n}), all)->wait();
-  const std::vector<float> values = all.to_vector();
-  std::vector<TraceEvent> events;
-  for (size_t i = 0; i + kFields <= values.size(); i += kFields)
-    events.push_back({static_cast<int>(values[i]),
-                      {static_cast<ActionKind>(static_cast<int>(values[i + 1])),
-                       static_cast<int>(values[i + 2]), static_cast<int>(values[i + 3])},
-                      values[i + 4],
-                      values[i + 5]});
-  return events;
 }
 
 }  // namespace braid::parallel::pipeline

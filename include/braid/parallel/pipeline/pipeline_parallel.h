@@ -38,7 +38,6 @@ struct PipelineOptions {
   int64_t batch_size = 1;             // sequences in this rank's batch (training.batch_size)
   int64_t seq_len = 1;                // tokens per sequence (training.seq_len)
   bool sequence_parallel = false;     // activations hold seq_len / tp positions
-  std::string trace_path;             // non-empty: a Chrome trace of step index 1 goes here
 };
 
 class PipelineParallel final : public StrategyWrapper {
@@ -57,8 +56,8 @@ class PipelineParallel final : public StrategyWrapper {
   void setup(nn::Module& model, optim::Optimizer& optimizer,
              const dist::ParallelGrid& grid) override;
   // One batch cut into the micro-batches, through the schedule; the loss is the batch's mean
-  // on every stage. Step index 1 is traced when options.trace_path is set (step 0 still
-  // allocates and warms caches).
+  // on every stage. Traced with the rest of the step (training.trace_steps): each action is a
+  // span of the stage's compute track.
   StepLoss forward_backward(const nn::Gpt& model, const StepBatches& batches) override;
   double eval_loss(const nn::Gpt& model, const data::Batch& batch) override;
   // Every stage returns the same tokens.

@@ -33,9 +33,8 @@ struct StageCompute {
 };
 
 struct StepResult {
-  double loss_sum = 0;             // sum of the micro-batch losses (last stage; 0 elsewhere)
-  Tensor device_loss_sum{};        // on a device: that sum there, a scalar (zero elsewhere)
-  std::vector<TraceEvent> events;  // this stage's compute actions, microseconds (if traced)
+  double loss_sum = 0;       // sum of the micro-batch losses (last stage; 0 elsewhere)
+  Tensor device_loss_sum{};  // on a device: that sum there, a scalar (zero elsewhere)
 };
 
 class PipelineRuntime {
@@ -47,16 +46,16 @@ class PipelineRuntime {
                   Device device = Device::cpu());
 
   // One training step: every action of this stage; the last virtual stage back-propagates
-  // each micro-batch's loss times `loss_scale` (1 / micro-batches averages them).
-  StepResult train_step(const StageCompute& compute, float loss_scale, bool trace = false);
+  // each micro-batch's loss times `loss_scale` (1 / micro-batches averages them). While a
+  // trace records (braid/core/trace.h) every action is a span, with its receive's wait.
+  StepResult train_step(const StageCompute& compute, float loss_scale);
   // The forward actions only (evaluation; no gradients are kept).
   StepResult forward_only(const StageCompute& compute);
 
   const Schedule& schedule() const { return schedule_; }
 
  private:
-  StepResult run(const std::vector<Action>& actions, const StageCompute& compute, float loss_scale,
-                 bool trace);
+  StepResult run(const std::vector<Action>& actions, const StageCompute& compute, float loss_scale);
   int tag(ActionKind data, int microbatch, int receiving_virtual_stage) const;
 
   Schedule schedule_;
@@ -68,11 +67,5 @@ class PipelineRuntime {
   std::vector<Action> train_actions_;
   std::vector<Action> forward_actions_;  // without backward work
 };
-
-// Every stage's traced events of one step, on every stage (collective over the pp group; each
-// stage traced the same number of actions). Times stay relative to each stage's step start,
-// so start the traced step right after a barrier.
-std::vector<TraceEvent> gather_events(const std::vector<TraceEvent>& mine,
-                                      dist::ProcessGroup& group);
 
 }  // namespace braid::parallel::pipeline
