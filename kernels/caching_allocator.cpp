@@ -14,6 +14,7 @@
 #include <utility>
 #include <vector>
 
+#include "braid/core/byte_count.h"
 #include "braid/core/error.h"
 #include "cuda_check.cuh"
 
@@ -133,18 +134,6 @@ size_t rounded_block_size(size_t bytes) {
 AllocatorBackend& cuda_allocator_backend() {
   static CudaBackend* backend = new CudaBackend;  // never destroyed, like the allocators
   return *backend;
-}
-
-std::string format_bytes(size_t bytes) {
-  constexpr const char* kUnits[] = {"KiB", "MiB", "GiB", "TiB"};
-  if (bytes < 1024) return fmt::format("{} B", bytes);
-  double value = static_cast<double>(bytes) / 1024;
-  int unit = 0;
-  while (value >= 1024 && unit < 3) {
-    value /= 1024;
-    ++unit;
-  }
-  return fmt::format("{:.2f} {}", value, kUnits[unit]);
 }
 
 std::string out_of_memory_message(int device, size_t request, const DeviceMemoryStats& stats,

@@ -119,7 +119,5 @@ bool set_default_caching(bool cache);
 std::string out_of_memory_message(int device, size_t request, const DeviceMemoryStats& stats,
                                   size_t device_free, size_t device_total, size_t released_segments,
                                   size_t released_bytes);
-// "1.50 GiB", "512 B": the human half of the numbers in messages.
-std::string format_bytes(size_t bytes);
 
 }  // namespace braid::cuda

@@ -134,6 +134,9 @@ void reset_peak_of(int device_index) {
 void record_stream_of(void* ptr, int device_index, void* stream) {
   device_allocator(device_index).record_stream(ptr, static_cast<cudaStream_t>(stream));
 }
+void memory_info_of(int device_index, size_t* free, size_t* total) {
+  cuda_allocator_backend().memory_info(device_index, free, total);
+}
 
 }  // namespace
 
@@ -146,6 +149,7 @@ void register_device_memory_ops() {
   ops.empty_cache = &empty_cache_of;
   ops.reset_peak = &reset_peak_of;
   ops.record_stream = &record_stream_of;
+  ops.memory_info = &memory_info_of;
   register_device_memory(DeviceKind::cuda, ops);
   // Streams go with memory: record_stream and copy_async are meaningless without them, and
   // the kernel table's registration calls only this function.

@@ -149,6 +149,15 @@ DeviceMemoryStats device_memory_stats(Device device) {
   return ops.stats ? ops.stats(device.index) : DeviceMemoryStats{};
 }
 
+DeviceMemoryInfo device_memory_info(Device device) {
+  if (device.is_cpu()) return {};
+  const DeviceMemoryOps& ops = device_memory(device.kind);
+  if (!ops.memory_info) return {};
+  size_t free = 0, total = 0;
+  ops.memory_info(device.index, &free, &total);
+  return {static_cast<int64_t>(free), static_cast<int64_t>(total)};
+}
+
 void empty_device_cache(Device device) {
   if (device.is_cpu()) return;
   const DeviceMemoryOps& ops = device_memory(device.kind);

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "braid/core/allocator.h"
+#include "braid/core/byte_count.h"
 #include "braid/core/stream.h"
 #include "braid/core/tensor.h"
 #include "support/test_util.h"
@@ -539,7 +540,7 @@ TEST(DeviceAllocator, OutOfMemoryNamesTheRequestAndTheDevicesNumbers) {
        {std::string("cuda:0 is out of memory"), fmt::format("({} bytes)", numel * 4),
         fmt::format("({} bytes) allocated", s.allocated_bytes),
         fmt::format("({} bytes) reserved", s.reserved_bytes),
-        fmt::format("the device's {} ({} bytes)", cuda::format_bytes(device_total), device_total),
+        fmt::format("the device's {} ({} bytes)", braid::format_bytes(device_total), device_total),
         std::string("training.batch_size"), std::string("model.recompute"),
         std::string("parallel.tp or parallel.pp")})
     EXPECT_TRUE(testing::contains(message, part));
@@ -578,11 +579,11 @@ TEST_F(SmallEmulatedDevice, ARequestThatFitsOnlyWithoutTheCacheSucceedsAfterARet
   const DeviceMemoryStats failed = device_memory_stats(gpu);
   for (const std::string& part :
        {std::string("allocating 48.00 MiB (50331648 bytes) failed"),
-        fmt::format("{} ({} bytes) allocated", cuda::format_bytes(failed.allocated_bytes),
+        fmt::format("{} ({} bytes) allocated", braid::format_bytes(failed.allocated_bytes),
                     failed.allocated_bytes),
-        fmt::format("{} ({} bytes) reserved", cuda::format_bytes(failed.reserved_bytes),
+        fmt::format("{} ({} bytes) reserved", braid::format_bytes(failed.reserved_bytes),
                     failed.reserved_bytes),
-        fmt::format("the device's {} ({} bytes)", cuda::format_bytes(limit_), limit_),
+        fmt::format("the device's {} ({} bytes)", braid::format_bytes(limit_), limit_),
         std::string("training.batch_size"), std::string("model.recompute: true"),
         std::string("parallel.tp or parallel.pp")})
     EXPECT_TRUE(testing::contains(message, part));

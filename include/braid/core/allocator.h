@@ -53,6 +53,8 @@ struct DeviceMemoryOps {
   // `ptr` (an allocation's start) is used by work on `stream` (a native stream handle) besides
   // the stream it was allocated on: its release waits for that work (braid/core/stream.h).
   void (*record_stream)(void* ptr, int device_index, void* stream) = nullptr;
+  // The device's own count of free and total bytes (CUDA: cudaMemGetInfo).
+  void (*memory_info)(int device_index, size_t* free, size_t* total) = nullptr;
 };
 void register_device_memory(DeviceKind kind, DeviceMemoryOps ops);
 // The registered ops for `kind`, or an error saying the backend is not compiled in.
@@ -61,6 +63,14 @@ const DeviceMemoryOps& device_memory(DeviceKind kind);
 // The allocator statistics of `device`. On the CPU: the host allocator's live bytes as both
 // allocated and reserved (its block cache is not counted), its peak, and its allocation count.
 DeviceMemoryStats device_memory_stats(Device device);
+// Free and total bytes as the device reports them (memory other processes hold is not free; the
+// bytes cached in braid's allocator are not free either). -1 for both on the CPU or when the
+// backend cannot tell.
+struct DeviceMemoryInfo {
+  int64_t free_bytes = -1;
+  int64_t total_bytes = -1;
+};
+DeviceMemoryInfo device_memory_info(Device device);
 // Gives cached, unused device memory back to the device (other processes and libraries can
 // then use it); the next steps allocate afresh. A no-op on the CPU.
 void empty_device_cache(Device device);
