@@ -553,7 +553,9 @@ int main(int argc, char** argv) {
     const fs::path json = flags["json"];
     if (!json.empty()) {
       if (json.has_parent_path()) fs::create_directories(json.parent_path());
-      std::ofstream(json) << rows.dump(2) << "\n";
+      nlohmann::json doc = {{"benchmark", "checkpoint_stall"}, {"rows", rows}};
+      doc.update(bench::run_facts_json(argc, argv));
+      std::ofstream(json) << doc.dump(2) << "\n";
       std::printf("wrote %s\n", json.string().c_str());
     }
     fs::remove_all(tmp);

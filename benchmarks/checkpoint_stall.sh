@@ -17,5 +17,7 @@ fi
 # Idle OpenMP workers sleep instead of spinning, so an asynchronous writer thread gets a core
 # when compute pauses rather than competing with busy-waiting threads.
 export OMP_WAIT_POLICY=PASSIVE
+# The command the JSON records (bench_support's run_facts), as it was typed here.
+export BRAID_BENCH_COMMAND="benchmarks/checkpoint_stall.sh${*:+ $*}"
 # The default result path is the repository's, from any folder; a later --json wins.
 exec "$bin" --json "$root/benchmarks/results/checkpoint_stall.json" "$@"

@@ -19,6 +19,7 @@ STEPS="${BRAID_BENCH_STEPS:-10}"
 WARMUP="${BRAID_BENCH_WARMUP:-2}"
 THREADS="${BRAID_BENCH_THREADS:-2}"
 TORCH_PYTHON="${TORCH_PYTHON:-/usr/bin/python3}"
+COMMAND="benchmarks/cpu_vs_torch.sh${*:+ $*}"  # recorded in the JSON
 TORCH_ONLY=0
 BUILD=1
 CONFIGS="a,b"
@@ -136,10 +137,10 @@ CEILING_LIBRARY="$(awk '/^library /{lib=$2} /^gflops /{print $2, lib}' \
 
 # ---- table and JSON ------------------------------------------------------------------------
 "$TORCH_PYTHON" - "$RAW_DIR" "$RESULTS_DIR/cpu_vs_torch.json" "$CEILING" "$CEILING_BEST" \
-  "$THREADS" "$CONFIGS" "$CEILING_LIBRARY" <<'PY'
+  "$THREADS" "$CONFIGS" "$CEILING_LIBRARY" "$COMMAND" <<'PY'
 import json, os, platform, sys, time
 
-raw, out, ceiling, ceiling_best, threads, configs, ceiling_library = sys.argv[1:8]
+raw, out, ceiling, ceiling_best, threads, configs, ceiling_library, command = sys.argv[1:9]
 ceiling, ceiling_best = float(ceiling), float(ceiling_best)
 
 
@@ -188,7 +189,8 @@ for name, impl, ms, tps, gf, pct in rows:
 
 result = {
     "benchmark": "cpu_vs_torch",
-    "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+    "command": command,
+    "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     "host": platform.node(),
     "cpu": next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo")
                  if l.startswith("model name")), "unknown"),

@@ -136,6 +136,7 @@ int main(int argc, char** argv) {
                             {"t_ddp_ms", td},
                             {"exposed_ms", exposed},
                             {"hidden_fraction", hidden}};
+        j.update(bench::run_facts_json(argc, argv));
         std::ofstream(flags["json"]) << j.dump(1) << "\n";
       }
     }

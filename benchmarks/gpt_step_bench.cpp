@@ -19,8 +19,8 @@
 #include "braid/nn/gpt.h"
 #include "braid/ops/kernel_registry.h"
 #include "braid/ops/kernel_signatures.h"
+#include "braid/optim/clip.h"
 #include "braid/optim/optimizer.h"
-#include "braid/optim/schedule.h"
 #include "braid/train/device_placement.h"
 #include "support/bench_support.h"
 
@@ -183,6 +183,7 @@ int main(int argc, char** argv) {
       j["tokens_per_s"] = tokens_per_s;
       j["params"] = model.num_parameters();
       j["losses"] = losses;
+      j.update(bench::run_facts_json(argc, argv));
       std::ofstream(flags["json"]) << j.dump(1) << "\n";
     }
     return 0;

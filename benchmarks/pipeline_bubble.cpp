@@ -8,7 +8,9 @@
 //   simulated = the validator's bubble for the same schedule with the measured mean forward
 //               and backward times per chunk (what the schedule itself costs),
 //   analytic  = (p - 1) / (v m + p - 1).
-// The trace of each schedule is written to <out>/pipeline_<schedule>.json (Chrome/Perfetto).
+// Step 2 is traced (training.trace_steps, docs/tracing.md) into <out>/pipeline_<schedule>_run/;
+// its pipeline actions, each less the wait for its input, are written per stage to
+// <out>/pipeline_<schedule>.json (Chrome/Perfetto, benchmarks/render_trace.py draws it).
 #include <unistd.h>
 
 #include <cstdio>
@@ -97,34 +99,47 @@ int main(int argc, char** argv) {
         {"gpipe", 1}, {"1f1b", 1}, {"interleaved_1f1b", 2}};
     for (const auto& [schedule, chunks] : schedules) {
       const std::string trace = flags["out"] + "/pipeline_" + schedule + ".json";
+      const std::string run_dir = flags["out"] + "/pipeline_" + schedule + "_run";
       const std::string config =
           fmt::format(R"(
 model {{ vocab_size: 257 n_layer: {} n_head: {} n_embd: {} block_size: {} }}
 data {{ train_pattern: "{}/train_*.bin" tokenizer: "byte" }}
 optimizer {{ name: "adamw" lr: 1e-4 }}
-training {{ steps: 100 batch_size: {} seq_len: {} val_every: 0 threads: 1 }}
-parallel {{ pp: {} micro_batches: {} schedule: "{}" virtual_stages: {} pipeline_trace: "{}" }}
+training {{ steps: 100 batch_size: {} seq_len: {} val_every: 0 threads: 1 trace_steps: "2:2"
+            run_dir: "{}" }}
+parallel {{ pp: {} micro_batches: {} schedule: "{}" virtual_stages: {} }}
 )",
                       flags["layers"], flags["heads"], flags["width"], flags["seq"], dir.string(),
-                      flags["micro"], flags["seq"], pp, flags["micro"], schedule, chunks, trace);
+                      flags["micro"], flags["seq"], run_dir, pp, flags["micro"], schedule, chunks);
       train::Trainer trainer(train::parse_config(config, "pipeline_bubble"), env->world());
       std::vector<double> step_ms;
       for (int i = 0; i < braid::parse_integer("--steps", flags["steps"]); ++i)
-        step_ms.push_back(trainer.train_step().step_ms);  // step 2 (index 1) is traced
+        step_ms.push_back(trainer.train_step().step_ms);  // step 2 is traced
       if (!lead) continue;
-      std::ifstream in(trace);
+      std::ifstream in(run_dir + "/trace.json");
       const nlohmann::json j = nlohmann::json::parse(in);
+      // The merged trace has one process per rank (pid = world rank = stage here); a compute
+      // action's span holds the wait for its input first.
+      std::map<std::pair<int, std::string>, double> waited;
+      for (const auto& e : j.at("traceEvents"))
+        if (e.value("cat", "") == "pipeline_wait" && e.at("ph") == "X")
+          waited[{e.at("pid").get<int>(), e.at("name").get<std::string>()}] = e.at("dur");
       std::vector<pl::TraceEvent> events;
       for (const auto& e : j.at("traceEvents")) {
-        if (e.at("ph") != "X") continue;
+        if (e.value("cat", "") != "pipeline" || e.at("ph") != "X") continue;
+        const std::string action = e.at("args").at("action");
+        if (action != "forward" && action != "backward") continue;
         pl::TraceEvent ev;
-        ev.stage = e.at("tid");
-        ev.action.kind =
-            e.at("cat") == "forward" ? pl::ActionKind::forward : pl::ActionKind::backward;
-        ev.start = e.at("ts");
-        ev.duration = e.at("dur");
+        ev.stage = e.at("args").at("stage");
+        ev.action = {action == "forward" ? pl::ActionKind::forward : pl::ActionKind::backward,
+                     e.at("args").at("microbatch"), e.at("args").at("chunk")};
+        const auto w = waited.find({e.at("pid").get<int>(), "wait " + ev.action.str()});
+        const double wait = w == waited.end() ? 0.0 : w->second;
+        ev.start = e.at("ts").get<double>() + wait;
+        ev.duration = e.at("dur").get<double>() - wait;
         events.push_back(ev);
       }
+      pl::write_chrome_trace(trace, events, schedule);
       const Measured m = measure(events, pp);
       const pl::ScheduleShape shape{
           pp, static_cast<int>(braid::parse_integer("--micro", flags["micro"])), chunks};
@@ -149,7 +164,9 @@ parallel {{ pp: {} micro_batches: {} schedule: "{}" virtual_stages: {} pipeline_
     }
     if (lead) {
       const std::string path = flags["out"] + "/pipeline_bubble.json";
-      std::ofstream(path) << results.dump(2) << "\n";
+      nlohmann::json doc = {{"benchmark", "pipeline_bubble"}, {"schedules", results}};
+      doc.update(bench::run_facts_json(argc, argv));
+      std::ofstream(path) << doc.dump(2) << "\n";
       std::printf("wrote %s and the traces beside it\n", path.c_str());
     }
     std::filesystem::remove_all(dir);

@@ -10,6 +10,7 @@ root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 build=${BRAID_BUILD_DIR:-$root/build}
 bin=$build/benchmarks/tp_step_bench
 rounds=2
+command="benchmarks/tp_bench.sh${*:+ $*}"
 if [ "${1:-}" = "--rounds" ]; then rounds=$2; shift 2; fi
 if [[ ! -x "$bin" ]]; then
   echo "tp_bench.sh: $bin not built (cmake --build $build --target tp_step_bench)" >&2
@@ -30,9 +31,9 @@ for round in $(seq 1 "$rounds"); do
   run tp2_sp 2 $((cores / 2 > 0 ? cores / 2 : 1)) --tp 2 --sp 1 "$@"
 done
 mkdir -p "$root/benchmarks/results"
-python3 - "$out" "$root/benchmarks/results/tp_step.json" <<'PY'
+python3 - "$out" "$root/benchmarks/results/tp_step.json" "$command" <<'PY'
 import glob, json, os, statistics, sys
-src, dst = sys.argv[1], sys.argv[2]
+src, dst, command = sys.argv[1:4]
 runs = {}
 for path in sorted(glob.glob(os.path.join(src, "*.json"))):
     name = os.path.basename(path).split(".")[0]
@@ -54,6 +55,11 @@ for name in ("tp1", "tp2", "tp2_sp"):
           f"{s['step_ms_median']:9.1f} {s['step_ms_median'] / base:8.2f} "
           f"{s['bytes_measured'] / 2**20:9.3f} {s['bytes_analytic'] / 2**20:9.3f} "
           f"{s['wire_bytes_per_rank'] / 2**20:14.3f}")
-json.dump(summary, open(dst, "w"), indent=2)
+# The run's facts from tp=1's first run (tp_step_bench writes them), with this script's command.
+first = runs["tp1"][0]
+result = {"benchmark": "tp_step", "command": command, "date": first["date"],
+          "host": first["host"], "cpu": first["cpu"], "threads": first["threads"],
+          "layouts": summary}
+json.dump(result, open(dst, "w"), indent=2)
 print(f"\nwrote {dst}")
 PY

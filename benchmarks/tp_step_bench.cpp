@@ -189,6 +189,7 @@ parallel {{ tp: {} sequence_parallel: {} }}
                           {"bytes_measured", bytes_total},
                           {"bytes_analytic", expected_total},
                           {"wire_bytes_per_rank", wire_total}};
+      j.update(bench::run_facts_json(argc, argv));
       std::ofstream(flags["json"]) << j.dump(2) << "\n";
     }
     std::filesystem::remove_all(dir);

@@ -197,6 +197,7 @@ int main(int argc, char** argv) {
                               {"world_size", n},
                               {"busbw_convention", "nccl-tests"},
                               {"results", results}};
+        doc.update(braid::bench::run_facts_json(argc, argv));
         std::ofstream(opt.json) << doc.dump(2) << "\n";
         fmt::print("wrote {}\n", opt.json);
       }

@@ -12,6 +12,8 @@ if [[ ! -x "$bin" ]]; then
   exit 1
 fi
 mkdir -p "$root/benchmarks/results"
+# The command the JSON records (bench_support's run_facts), as it was typed here.
+export BRAID_BENCH_COMMAND="${NPS:+NPS=\"$NPS\" }benchmarks/collectives/run.sh${*:+ $*}"
 for np in ${NPS:-2 4}; do
   # One OpenMP thread per rank: the benchmark measures communication, not compute.
   mpirun -np "$np" --oversubscribe --allow-run-as-root --bind-to none -x OMP_NUM_THREADS=1 \

@@ -8,6 +8,7 @@
 #include <omp.h>
 
 #include <cstring>
+#include <string>
 #include <vector>
 
 #include "braid/autograd/grad_mode.h"
@@ -16,6 +17,7 @@
 #include "braid/ops/kernel_registry.h"
 #include "braid/ops/kernel_signatures.h"
 #include "ops/cpu/sgemm_backend.h"
+#include "support/bench_support.h"
 
 namespace {
 
@@ -300,4 +302,16 @@ BENCHMARK(BM_Memcpy)->Arg(124'475'904)->Unit(benchmark::kMillisecond)->UseRealTi
 
 }  // namespace
 
-BENCHMARK_MAIN();
+// BENCHMARK_MAIN with the run's facts in the JSON context (the command before Google
+// Benchmark takes its flags out of argv), which docs/performance.md shows beside the results.
+int main(int argc, char** argv) {
+  const braid::bench::RunFacts facts = braid::bench::run_facts(argc, argv);
+  benchmark::AddCustomContext("command", facts.command);
+  benchmark::AddCustomContext("cpu", facts.cpu);
+  benchmark::AddCustomContext("threads", std::to_string(facts.threads));
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}

@@ -1,9 +1,14 @@
 // Flags, synthetic token shards and private temp folders for the benchmarks.
 #include "bench_support.h"
 
+#include <omp.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <ctime>
+#include <fstream>
 #include <limits>
 #include <vector>
 
@@ -46,6 +51,60 @@ double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   const size_t n = v.size();
   return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+namespace {
+
+// An argument as a POSIX shell reads it back: bare when it holds only safe characters.
+std::string shell_quoted(const std::string& arg) {
+  const bool safe = !arg.empty() && arg.find_first_not_of(
+                                        "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                                        "0123456789_-+=/.,:@%") == std::string::npos;
+  if (safe) return arg;
+  std::string quoted = "'";
+  for (char c : arg) quoted += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return quoted + "'";
+}
+
+std::string cpu_model() {
+  std::ifstream in("/proc/cpuinfo");
+  for (std::string line; std::getline(in, line);)
+    if (line.rfind("model name", 0) == 0) {
+      const size_t colon = line.find(':');
+      if (colon != std::string::npos) return line.substr(line.find_first_not_of(' ', colon + 1));
+    }
+  return "unknown (no model name in /proc/cpuinfo)";
+}
+
+}  // namespace
+
+RunFacts run_facts(int argc, char** argv) {
+  RunFacts f;
+  if (const char* wrapper = std::getenv("BRAID_BENCH_COMMAND"); wrapper && *wrapper) {
+    f.command = wrapper;
+  } else {
+    for (int i = 0; i < argc; ++i) f.command += (i ? " " : "") + shell_quoted(argv[i]);
+  }
+  const std::time_t now = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
+  std::tm utc{};
+  gmtime_r(&now, &utc);
+  char date[32];
+  std::strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", &utc);
+  f.date = date;
+  char host[256] = {};
+  if (gethostname(host, sizeof host - 1) == 0) f.host = host;
+  f.cpu = cpu_model();
+  f.threads = omp_get_max_threads();
+  return f;
+}
+
+nlohmann::json run_facts_json(int argc, char** argv) {
+  const RunFacts f = run_facts(argc, argv);
+  return {{"command", f.command},
+          {"date", f.date},
+          {"host", f.host},
+          {"cpu", f.cpu},
+          {"threads", f.threads}};
 }
 
 std::filesystem::path private_temp_folder(const std::string& prefix, int rank) {

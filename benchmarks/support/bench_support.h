@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -34,6 +35,17 @@ void write_random_tokens(const std::filesystem::path& dir, int64_t vocab, int64_
 
 // The median (mean of the middle two for an even count); NaN for none.
 double median(std::vector<double> values);
+
+// What docs/performance.md shows of a run: the command (BRAID_BENCH_COMMAND when a wrapper
+// script sets it, else argv), the UTC date (ISO 8601), the host, the CPU model and the OpenMP
+// threads (per rank).
+struct RunFacts {
+  std::string command, date, host, cpu;
+  int threads = 0;
+};
+RunFacts run_facts(int argc, char** argv);
+// The same as JSON fields: {"command", "date", "host", "cpu", "threads"}.
+nlohmann::json run_facts_json(int argc, char** argv);
 
 // A folder of this process and rank under the temp folder: <tmp>/<prefix>_<pid>_<rank>.
 std::filesystem::path private_temp_folder(const std::string& prefix, int rank);
