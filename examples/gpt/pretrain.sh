@@ -14,6 +14,8 @@
 # The configs checkpoint into out/ckpt/<name>/ and a rerun resumes from the newest checkpoint
 # (in any layout: it is resharded); --fresh deletes them and starts over. Ctrl-C or SIGTERM
 # stops every rank after its step with a checkpoint (exit 75); a second one stops at once.
+# The run's metrics go to out/run/<config name>/ (training.run_dir, unless the config or a --set
+# names one): metrics.jsonl, a TensorBoard event file, and at the end loss.png (tools/braid-plot).
 # env: BRAID_BUILD_DIR (default build/), BRAID_DATA_DIR (default data/)
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -64,6 +66,38 @@ esac
 [[ "$ranks" =~ ^[1-9][0-9]*$ ]] || { echo "pretrain.sh: --ranks needs a positive number, got '$ranks'" >&2; exit 2; }
 [[ "$tp" =~ ^[1-9][0-9]*$ ]] || { echo "pretrain.sh: --tp needs a positive number, got '$tp'" >&2; exit 2; }
 [[ "$pp" =~ ^[1-9][0-9]*$ ]] || { echo "pretrain.sh: --pp needs a positive number, got '$pp'" >&2; exit 2; }
+# The run folder: a --set training.run_dir=... wins, then the config's own, then out/run/<name>.
+run_dir=""
+for arg in "${args[@]}"; do
+  case "$arg" in training.run_dir=*) run_dir=${arg#training.run_dir=} ;; esac
+done
+if [ -z "$run_dir" ]; then
+  run_dir=$(sed -n 's/^[[:space:]]*run_dir:[[:space:]]*"\([^"]*\)".*/\1/p' "$config" | tail -n 1)
+fi
+if [ -z "$run_dir" ]; then
+  run_dir="out/run/$(basename "$config" .textproto)"
+  args+=(--set "training.run_dir=$run_dir")
+fi
+
+# loss.png beside the metrics once the run ends (also a run stopped early by a signal).
+# Debian's python3-matplotlib is for /usr/bin/python3, which a pyenv or venv python3 may hide.
+plot_run() {
+  local python=""
+  for candidate in python3 /usr/bin/python3; do
+    if command -v "$candidate" >/dev/null 2>&1 && "$candidate" -c "import matplotlib" >/dev/null 2>&1; then
+      python=$candidate
+      break
+    fi
+  done
+  if [ -z "$python" ]; then
+    echo "pretrain.sh: matplotlib is missing, so no $run_dir/loss.png (scripts/install_deps.sh train installs python3-matplotlib)" >&2
+  elif [ -f "$run_dir/metrics.jsonl" ]; then
+    "$python" "$root/tools/braid-plot/braid-plot" "$run_dir" -o "$run_dir/loss.png" \
+      --title "$(basename "$config" .textproto)" ||
+      echo "pretrain.sh: braid-plot failed; the metrics are in $run_dir/metrics.jsonl" >&2
+  fi
+}
+
 model_ranks=$((tp * pp))
 if [ $((ranks % model_ranks)) -ne 0 ]; then
   echo "pretrain.sh: --tp $tp x --pp $pp = $model_ranks does not divide --ranks $ranks (ranks = tp x pp x dp); try --ranks $(( (ranks / model_ranks + 1) * model_ranks ))" >&2
@@ -76,28 +110,34 @@ export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-PASSIVE}
 cd "$root"
 layout=(--set parallel.tp="$tp" --set parallel.pp="$pp" --set parallel.dp=$((ranks / model_ranks)))
 if [ "$ranks" -eq 1 ]; then
-  exec "$build/examples/pretrain_gpt" --config "$config" "${layout[@]}" "${args[@]}"
+  # No mpirun: the binary itself takes the first signal (SIGTERM: its step, a checkpoint, exit
+  # 75) and a second one (it ends at once), forwarded below.
+  command=("$build/examples/pretrain_gpt")
+  first_signal=TERM
+else
+  # One rank per core is the sweet spot; more ranks than cores still run (oversubscribed).
+  # Ranks under mpirun draw no progress bar (they get a pty even when mpirun's output goes to a
+  # file): ask for one only when this script writes to a terminal. A BRAID_PROGRESS already set
+  # is passed on as it is.
+  [ -t 1 ] && export BRAID_PROGRESS=${BRAID_PROGRESS:-1}
+  launcher=(mpirun -np "$ranks" --bind-to none -x OMP_WAIT_POLICY)
+  [ -n "${BRAID_PROGRESS:-}" ] && launcher+=(-x BRAID_PROGRESS)
+  [ "$(id -u)" -eq 0 ] && launcher+=(--allow-run-as-root)
+  [ "$ranks" -gt "$(nproc)" ] && launcher+=(--oversubscribe)
+  # Ctrl-C or SIGTERM to this script becomes SIGUSR1 to mpirun, which passes it on to the ranks
+  # (SIGTERM or SIGINT it would pass on and then kill them a second later): every rank finishes
+  # its step, checkpoints and exits 75; a second signal ends the job at once.
+  command=("${launcher[@]}" "$build/examples/pretrain_gpt")
+  first_signal=USR1
 fi
-# One rank per core is the sweet spot; more ranks than cores still run (oversubscribed).
-# Ranks under mpirun draw no progress bar (they get a pty even when mpirun's output goes to a
-# file): ask for one only when this script writes to a terminal. A BRAID_PROGRESS already set
-# is passed on as it is.
-[ -t 1 ] && export BRAID_PROGRESS=${BRAID_PROGRESS:-1}
-launcher=(mpirun -np "$ranks" --bind-to none -x OMP_WAIT_POLICY)
-[ -n "${BRAID_PROGRESS:-}" ] && launcher+=(-x BRAID_PROGRESS)
-[ "$(id -u)" -eq 0 ] && launcher+=(--allow-run-as-root)
-[ "$ranks" -gt "$(nproc)" ] && launcher+=(--oversubscribe)
-# Ctrl-C or SIGTERM to this script becomes SIGUSR1 to mpirun, which passes it on to the ranks
-# (SIGTERM or SIGINT it would pass on and then kill them a second later): every rank finishes
-# its step, checkpoints and exits 75; a second signal ends the job at once. mpirun runs in a
-# session of its own, so the terminal's Ctrl-C reaches it only through here.
-setsid "${launcher[@]}" "$build/examples/pretrain_gpt" --config "$config" "${layout[@]}" \
-  "${args[@]}" </dev/null &
+# The job runs in a session of its own, so the terminal's Ctrl-C reaches it only through here,
+# once; this script stays to draw loss.png when it ends.
+setsid "${command[@]}" --config "$config" "${layout[@]}" "${args[@]}" </dev/null &
 job=$!
 signals=0
 forward() {
   signals=$((signals + 1))
-  if [ "$signals" -eq 1 ]; then kill -USR1 "$job" 2>/dev/null; else kill -TERM "$job" 2>/dev/null; fi
+  if [ "$signals" -eq 1 ]; then kill "-$first_signal" "$job" 2>/dev/null; else kill -TERM "$job" 2>/dev/null; fi
 }
 trap forward INT TERM
 while :; do
@@ -105,4 +145,5 @@ while :; do
   wait "$job" || status=$?
   kill -0 "$job" 2>/dev/null || break  # a signal interrupted the wait: keep waiting
 done
+{ [ "$status" -eq 0 ] || [ "$status" -eq 75 ]; } && plot_run
 exit "$status"

@@ -21,6 +21,7 @@
 #include "braid/core/error.h"
 #include "braid/parallel/strategy.h"
 #include "braid/train/device_placement.h"
+#include "braid/train/step_trace.h"
 
 namespace braid::train {
 namespace {
@@ -514,6 +515,7 @@ void apply_defaults(TrainConfig& cfg) {
        [&] { m->set_padded_vocab_multiple(64); });
   fill("model.tie_embeddings", m->has_tie_embeddings(), [&] { m->set_tie_embeddings(true); });
   fill("model.recompute", m->has_recompute(), [&] { m->set_recompute(false); });
+  fill("model.init_from", m->has_init_from(), [&] { m->set_init_from(""); });
 
   auto* d = cfg.proto.mutable_data();
   fill("data.val_pattern", d->has_val_pattern(), [&] { d->set_val_pattern(""); });
@@ -546,6 +548,8 @@ void apply_defaults(TrainConfig& cfg) {
   fill("training.threads", t->has_threads(), [&] { t->set_threads(0); });
   fill("training.peak_flops", t->has_peak_flops(), [&] { t->set_peak_flops(0.0); });
   fill("training.device", t->has_device(), [&] { t->set_device("cpu"); });
+  fill("training.run_dir", t->has_run_dir(), [&] { t->set_run_dir(""); });
+  fill("training.trace_steps", t->has_trace_steps(), [&] { t->set_trace_steps(""); });
 
   auto* s = cfg.proto.mutable_sample();
   fill("sample.every", s->has_every(), [&] { s->set_every(0); });
@@ -653,6 +657,28 @@ std::vector<std::string> find_problems(const TrainConfig& cfg) {
            "must be >= 0 and finite (FLOP/s of one rank, e.g. 1.5e11; 0 = measure it)");
   const std::string device_wrong = device_problem(t.device());
   c.expect(device_wrong.empty(), "training.device", device_wrong);
+  std::optional<TraceSteps> traced;
+  bool trace_steps_ok = true;
+  try {
+    traced = parse_trace_steps(t.trace_steps());
+  } catch (const Error&) {
+    trace_steps_ok = false;
+  }
+  c.expect(trace_steps_ok, "training.trace_steps",
+           "is not \"A:B\" with 1 <= A <= B (the first and last step to trace, 1-based, "
+           "inclusive; e.g. \"2:3\")");
+  if (traced) {
+    c.expect(
+        !t.run_dir().empty(), "training.trace_steps",
+        fmt::format("needs a folder for the trace files; {} is empty", c.ref("training.run_dir")));
+    if (t.steps() > 0)
+      c.expect(traced->last <= t.steps(), "training.trace_steps",
+               fmt::format("ends after the run's last step, {}", c.ref("training.steps")));
+  }
+  c.expect(p.pipeline_trace().empty(), "parallel.pipeline_trace",
+           "is replaced by training.trace_steps: set training.trace_steps: \"2:2\" and "
+           "training.run_dir; <run_dir>/trace.json then holds every stage's pipeline actions "
+           "with the rest of the step (docs/tracing.md)");
 
   c.expect(s.every() >= 0, "sample.every", "must be >= 0 (0 = only at the end)");
   c.expect(s.tokens() >= 0, "sample.tokens", "must be >= 0 (0 = no sampling)");
@@ -772,6 +798,13 @@ std::vector<std::string> find_problems(const TrainConfig& cfg) {
     c.expect(std::filesystem::exists(cfg.proto.resume(), ec), "resume",
              fmt::format("does not exist (relative paths start at {}); name a checkpoint "
                          "(step_<N>/), a checkpoint folder, or \"latest\"",
+                         std::filesystem::current_path(ec).string()));
+  }
+  if (!m.init_from().empty()) {
+    std::error_code ec;
+    c.expect(std::filesystem::is_regular_file(m.init_from(), ec), "model.init_from",
+             fmt::format("is not a file (relative paths start at {}); name a safetensors file "
+                         "with Hugging Face GPT-2 names, or \"\" for a random init",
                          std::filesystem::current_path(ec).string()));
   }
   return c.problems_;

@@ -11,8 +11,10 @@
 #include <filesystem>
 
 #include "braid/autograd/grad_mode.h"
+#include "braid/ckpt/gpt2_weights.h"
 #include "braid/core/allocator.h"
 #include "braid/core/logging.h"
+#include "braid/core/trace.h"
 #include "braid/data/gpt2_tokenizer.h"
 #include "braid/dist/solo_process_group.h"
 #include "braid/ops/host_checked.h"
@@ -20,8 +22,10 @@
 #include "braid/ops/kernel_signatures.h"
 #include "braid/parallel/tensor_parallel.h"
 #include "braid/train/device_placement.h"
+#include "braid/train/memory_plan.h"
 #include "braid/train/peak_flops.h"
 #include "braid/train/stop_signals.h"
+#include "metrics_file.h"
 #include "training_strategy.h"
 
 namespace braid::train {
@@ -71,6 +75,13 @@ int64_t model_parameters(const nn::Gpt& model, const std::set<std::string>& else
   return static_cast<int64_t>(n + 0.5);
 }
 
+// Whether step `done` (steps completed) gets a line in the run's metrics: the logged steps, the
+// last, and the validated ones (so each validation loss has its line).
+bool metrics_line_due(const proto::TrainingConfig& tr, int64_t done) {
+  return tr.log_every() <= 1 || done % tr.log_every() == 0 || done == tr.steps() ||
+         (tr.val_every() > 0 && done % tr.val_every() == 0);
+}
+
 }  // namespace
 
 Trainer::Trainer(TrainConfig config, dist::ProcessGroupPtr world, DeviceGroupsFor device_groups)
@@ -105,6 +116,20 @@ Trainer::Trainer(TrainConfig config, dist::ProcessGroupPtr world, DeviceGroupsFo
     control_ = world->split(everyone, "control");
   }
 
+  // Stop before building anything when this rank's memory plan cannot fit (docs/memory.md).
+  // Every rank stops together: one stopping alone would leave the others waiting in a collective.
+  const std::string memory = start_of_run_memory_problem(
+      config_, world->rank(), device_, [](const char* name) { return std::getenv(name); });
+  if (control_) {
+    Tensor failed = Tensor::full({1}, memory.empty() ? 0.0f : 1.0f);
+    control_->all_reduce(failed, dist::ReduceOp::max)->wait();
+    BRAID_CHECK(!memory.empty() || failed.item() == 0.0f,
+                "another rank cannot fit its memory plan (its error says what it needs and what "
+                "is free; set {}=1 to start anyway)",
+                kSkipMemoryCheckEnv);
+  }
+  BRAID_CHECK(memory.empty(), "{}", memory);
+
   // The strategy decides what of the model this rank builds (a pipeline: its stage's part).
   strategy_ = make_training_strategy(config_);
   const nn::GptConfig model_config = gpt_config(config_);
@@ -118,6 +143,9 @@ Trainer::Trainer(TrainConfig config, dist::ProcessGroupPtr world, DeviceGroupsFo
   model_ = std::make_unique<nn::Gpt>(model_config, std::move(tensor_parallel),
                                      strategy_->model_part(model_config, *grid_));
   model_->init_weights(tr.seed());
+  // Pretrained weights replace the random ones, each rank taking its slices, on the host.
+  if (!config_.model().init_from().empty())
+    ckpt::load_gpt2_weights(config_.model().init_from(), *model_);
   // Initialised on the host as always (the same weights on every device), then moved, before
   // the optimizer and the strategy take their handles and make their state.
   if (!device_.is_cpu()) model_->to(device_);
@@ -195,41 +223,108 @@ Trainer::Trainer(TrainConfig config, dist::ProcessGroupPtr world, DeviceGroupsFo
 Trainer::~Trainer() = default;
 
 StepMetrics Trainer::train_step() {
+  if (!step_trace_)
+    step_trace_ = std::make_unique<StepTrace>(parse_trace_steps(config_.training().trace_steps()),
+                                              config_.training().run_dir(), *grid_, control_);
+  step_trace_->before_step(step_ + 1);
+  StepMetrics m;
+  {
+    trace::Span span("step");
+    if (span.active()) span.name(fmt::format("step {}", step_ + 1)).arg({"step", step_ + 1});
+    m = run_step();
+  }
+  step_trace_->after_step(step_);
+  return m;
+}
+
+// The phase clocks of this (the training) thread, ms: their change over a step is its phase
+// split (trace.h; StepMetrics documents what each covers).
+struct Trainer::PhaseClocks {
+  double forward = trace::phase_us(trace::Phase::forward) / 1e3;
+  double comm_wait = trace::phase_us(trace::Phase::comm_wait) / 1e3;
+};
+
+StepMetrics Trainer::run_step() {
   const auto& tr = config_.training();
   const auto t0 = std::chrono::steady_clock::now();
+  const double optimizer_us = trace::phase_us(trace::Phase::optimizer);
+  const double checkpoint_us = trace::phase_us(trace::Phase::checkpoint);
   reset_host_peak();
   optimizer_->zero_grad();
-  const parallel::StepLoss pass =
-      strategy_->forward_backward(*model_, {step_batches(), tr.grad_accum_steps(), step_});
-  strategy_->finish_backward();
+  const auto pass_start = std::chrono::steady_clock::now();
+  const PhaseClocks before_pass;
+  parallel::StepLoss pass;
+  {
+    trace::Span span("phase", "forward_backward");
+    pass = strategy_->forward_backward(*model_, {step_batches(), tr.grad_accum_steps(), step_});
+    strategy_->finish_backward();
+  }
+  const PhaseClocks after_pass;
   StepMetrics m;
   m.step = step_;
   m.lr = schedule_.at(step_);
+  // Backward: the rest of the passes' wall time (autograd, the strategy's work between the
+  // micro-batches), their communication waits excluded like the forward's.
+  m.forward_ms = after_pass.forward - before_pass.forward;
+  m.backward_ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - pass_start)
+          .count() -
+      m.forward_ms - (after_pass.comm_wait - before_pass.comm_wait);
+  std::optional<trace::PhaseScope> optimizer_phase(std::in_place, trace::Phase::optimizer);
+  std::optional<trace::Span> optimizer_span(std::in_place, "optimizer", "clip");
   const optim::ClipResult clip =
       strategy_->clip(static_cast<float>(config_.optimizer().grad_clip()));
+  optimizer_span.reset();
   const bool window = checkpointer_ && checkpointer_->window_open();
+  // The update is a span of its own in the optimizer phase; the checkpoint's calls around it
+  // leave that phase for the checkpoint's (its stall).
+  auto update = [&](auto&& apply) {
+    trace::Span span("optimizer", "optimizer step");
+    apply();
+  };
+  auto checkpoint_call = [&](const char* name, auto&& call) {
+    const bool in_optimizer = optimizer_phase.has_value();
+    optimizer_phase.reset();
+    {
+      const trace::PhaseScope stall(trace::Phase::checkpoint);
+      trace::Span span("checkpoint", name);
+      call();
+    }
+    if (in_optimizer) optimizer_phase.emplace(trace::Phase::optimizer);
+  };
   if (device_metrics_) {
     // The loss, norm, scale and skip flag stay on the device: the update reads them there, an
     // overlapped checkpoint copies them with the step's gradients, and the host learns them at
     // the next readback (absorb), so m.loss and m.grad_norm stay NaN here.
     const Tensor record = device_verdict(pass, clip);
     if (window)
-      checkpointer_->before_update(strategy_->owned_state(*optimizer_), m.lr,
-                                   record.narrow(0, ops::kRecordScale, 1),
-                                   record.narrow(0, ops::kRecordSkip, 1));
-    strategy_->step(m.lr, 1.0f);  // a non-finite step is skipped on the device
+      checkpoint_call("checkpoint before update", [&] {
+        checkpointer_->before_update(strategy_->owned_state(*optimizer_), m.lr,
+                                     record.narrow(0, ops::kRecordScale, 1),
+                                     record.narrow(0, ops::kRecordSkip, 1));
+      });
+    // A non-finite step is skipped on the device.
+    update([&] { strategy_->step(m.lr, 1.0f); });
   } else {
     host_verdict(pass, clip, m);
     // An overlapped checkpoint records exactly what this update uses.
     if (window)
-      checkpointer_->before_update(strategy_->owned_state(*optimizer_), m.lr, clip.scale,
-                                   m.skipped);
-    if (!m.skipped) strategy_->step(m.lr, clip.scale);
+      checkpoint_call("checkpoint before update", [&] {
+        checkpointer_->before_update(strategy_->owned_state(*optimizer_), m.lr, clip.scale,
+                                     m.skipped);
+      });
+    if (!m.skipped) update([&] { strategy_->step(m.lr, clip.scale); });
   }
+  optimizer_phase.reset();
   ++step_;
   if (window)
-    checkpointer_->after_update(strategy_->owned_state(*optimizer_),
-                                [this] { return training_state(); });
+    checkpoint_call("checkpoint after update", [&] {
+      checkpointer_->after_update(strategy_->owned_state(*optimizer_),
+                                  [this] { return training_state(); });
+    });
+  m.optimizer_ms = (trace::phase_us(trace::Phase::optimizer) - optimizer_us) / 1e3;
+  m.checkpoint_stall_ms = (trace::phase_us(trace::Phase::checkpoint) - checkpoint_us) / 1e3;
+  m.comm_wait_ms = PhaseClocks().comm_wait - before_pass.comm_wait;
   m.step_ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   // tokens_per_s counts every data-parallel rank; so does the peak (each rank measured its own).
@@ -324,6 +419,7 @@ void Trainer::absorb(const std::vector<DeviceReadback>& readbacks, bool log_step
       if (log_steps && is_lead() &&
           (tr.log_every() <= 1 || done % tr.log_every() == 0 || done == total))
         log().info("{}", format_step(h, total));
+      if (metrics_file_ && metrics_line_due(tr, done)) metrics_file_->add_step(h);
     }
     if (rb.first_nonfinite > 0 && !tr.skip_nonfinite_steps()) {
       const std::string values =
@@ -441,10 +537,21 @@ void Trainer::fit() {
   const auto& tr = config_.training();
   const int64_t total = tr.steps();
   ProgressBar bar(is_lead() ? total : 0);
+  if (is_lead() && !tr.run_dir().empty())
+    metrics_file_ = std::make_unique<MetricsFile>(tr.run_dir(), step_, [this](int64_t s) {
+      const auto& t = config_.training();
+      return val_sampler_.has_value() &&
+             ((t.val_every() > 0 && s % t.val_every() == 0) || s == t.steps());
+    });
+  auto close_metrics = [&] {
+    if (metrics_file_) metrics_file_->close();
+    metrics_file_.reset();
+  };
   auto validate_now = [&] {
     if (!val_sampler_) return;
     const float v = evaluate();
     val_history_.emplace_back(step_, v);
+    if (metrics_file_) metrics_file_->add_val(step_, v);
     if (bar.active()) std::printf("\n");
     if (is_lead()) log().info("step {:>5}/{} | val loss {:.4f}", step_, total, v);
   };
@@ -467,6 +574,8 @@ void Trainer::fit() {
                (tr.log_every() <= 1 || step_ % tr.log_every() == 0 || step_ == total)) {
       log().info("{}", format_step(m, total));
     }
+    if (!device_metrics_ && metrics_file_ && metrics_line_due(tr, step_))
+      metrics_file_->add_step(history_.back());
     if (tr.val_every() > 0 && step_ % tr.val_every() == 0 && step_ != total) validate_now();
     if (samples_here() && config_.sample().every() > 0 && step_ % config_.sample().every() == 0 &&
         step_ != total) {
@@ -490,9 +599,11 @@ void Trainer::fit() {
                                              "resume",
                                              step_, config_.checkpoint().dir())
                                : std::string("nothing saved (no checkpoint.dir)"));
+    close_metrics();
     return;
   }
   validate_now();
+  close_metrics();
   wait_for_checkpoint();
 }
 

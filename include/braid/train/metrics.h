@@ -17,6 +17,11 @@ struct StepMetrics {
   double mfu = 0;          // achieved / peak FLOP/s (peak_flops.h), by the DESIGN.md convention
   int64_t peak_bytes = 0;  // host allocator peak during the step
   bool skipped = false;    // non-finite loss or gradient, update skipped
+  // Where this rank's step time went, ms: the forward and backward passes (communication they
+  // wait for excluded), waiting for communication, the optimizer update (clipping included)
+  // and the checkpoint's stall. Measured by the step's phase spans; 0 where unmeasured.
+  double forward_ms = 0, backward_ms = 0, comm_wait_ms = 0, optimizer_ms = 0;
+  double checkpoint_stall_ms = 0;
   // Training on a device: its allocator's counters after the step (braid/core/allocator.h).
   bool on_device = false;
   int64_t device_allocated_bytes = 0, device_reserved_bytes = 0, device_peak_bytes = 0;

@@ -18,6 +18,7 @@
 #include "braid/data/tokenizer.h"
 #include "braid/dist/parallel_grid.h"
 #include "braid/nn/gpt.h"
+#include "braid/optim/clip.h"
 #include "braid/optim/optimizer.h"
 #include "braid/optim/schedule.h"
 #include "braid/parallel/strategy.h"
@@ -25,6 +26,7 @@
 #include "braid/train/device_batches.h"
 #include "braid/train/device_metrics.h"
 #include "braid/train/metrics.h"
+#include "braid/train/step_trace.h"
 
 namespace braid::train {
 
@@ -36,6 +38,8 @@ std::unique_ptr<data::Tokenizer> load_tokenizer(const TrainConfig& config);
 
 // The device communicators' factory for cuda:`device` (dist::nccl_group_factory fits).
 using DeviceGroupsFor = std::function<dist::DeviceGroupFactory(int device)>;
+
+class MetricsFile;  // src/train/metrics_file.h
 
 class Trainer {
  public:
@@ -120,6 +124,9 @@ class Trainer {
 
  private:
   ckpt::TrainingState training_state() const;
+  // train_step's work inside its trace span; fills the phase split of the metrics.
+  StepMetrics run_step();
+  struct PhaseClocks;
   // The batches of the next step: batch_source_, or on a device the ones staged there ahead.
   std::function<data::Batch()> step_batches();
   // On the host: the step's loss and norm into `m`, and whether its update is skipped (a
@@ -152,9 +159,12 @@ class Trainer {
   Device device_;
   std::unique_ptr<DeviceBatches> device_batches_;  // on a device
   std::unique_ptr<DeviceMetrics> device_metrics_;  // on a device
+  std::unique_ptr<MetricsFile> metrics_file_;      // during fit() on rank 0 with training.run_dir
   // The sampler's state before the batch DeviceBatches has staged: what a checkpoint resumes.
   std::optional<data::SamplerState> staged_sampler_state_;
   dist::ProcessGroupPtr control_;  // world size > 1: the stop decision, apart from training
+  // training.trace_steps; made by the first train_step.
+  std::unique_ptr<StepTrace> step_trace_;
   double peak_flops_ = 0;
   double flops_per_token_ = 0;
 };
