@@ -11,16 +11,16 @@ namespace braid::ckpt {
 // Writes a file from appended pieces with O_DIRECT, where the filesystem allows it, else
 // through the page cache.
 //
-// Why direct I/O: on this kind of machine a buffered write costs the writing thread ~0.7 ms
-// of CPU per MiB (allocating and filling page-cache pages), so a 37.5 MiB checkpoint took
-// ~27 ms of a core away from training; direct I/O lets the disk read the memory itself.
+// Why direct I/O: a buffered write costs the writing thread CPU time for every MiB
+// (allocating and filling page-cache pages), which a checkpoint takes from training; direct
+// I/O lets the disk read the memory itself.
 // O_DIRECT wants block-aligned addresses, lengths and offsets, so pieces (tensors lying back
 // to back at any offset) are checksummed and copied into an aligned staging buffer, each just
 // before it is staged so that the copy reads it from the cache. An image (bytes already laid
 // out as the file will hold them, in block-aligned memory: see snapshot_values) goes to the
-// disk in place, with no checksum and no copy. Its cost depends on the memory's pages: writing
-// the small GPT's 37.5 MiB image cost ~0.4 ms of CPU from huge pages and ~3 ms from 4 KiB ones
-// (the kernel pins every page), and staging it cost ~3 ms more than either.
+// disk in place, with no checksum and no copy. Its cost depends on the memory's pages: the kernel
+// pins every page it writes from, so huge pages cost far less CPU than 4 KiB ones, and staging
+// costs more than either.
 class ChunkedFileWriter {
  public:
   enum class Io { direct_if_possible, buffered };

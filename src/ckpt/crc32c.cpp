@@ -1,7 +1,7 @@
 // CRC-32C: the SSE4.2 crc32 instruction where the CPU has it, else a byte-wise table. Every
 // checkpoint byte is checksummed, so the hardware path runs three independent lanes: one
 // crc32 instruction has a latency of three cycles but issues every cycle, and a single chain
-// of them reaches only a third of the memory bandwidth (4-6 GB/s here, 9-14 with three lanes).
+// of them keeps only a third of that throughput.
 #include "braid/ckpt/crc32c.h"
 
 #include <array>
@@ -67,7 +67,7 @@ class ZeroShift {
 constexpr size_t kLaneBytes = 4096;  // each of the three lanes of one block
 
 const ZeroShift& shift_past_lane() {
-  static const ZeroShift shift(kLaneBytes);  // built on first use (~0.1 ms)
+  static const ZeroShift shift(kLaneBytes);  // built on first use
   return shift;
 }
 

@@ -47,10 +47,9 @@ int64_t image_bytes(const std::vector<ShardEntry>& entries);
 
 // An image of `bytes` whose pages are faulted in (zeroed) 2 MiB at a time until all are or
 // `stop` becomes true; the rest then fault in when first written. Fresh memory costs most on
-// its first touch (on this development VM, 10-100 ms for 38 MiB on huge pages, whose backing
-// the host provides then), so a checkpointer prepares its image off the training thread, and
-// stops that work when a checkpoint needs the image sooner.
-// The image is pinned for `for_device` (a snapshot of device state copies into it by DMA).
+// its first touch (on a VM the host may provide a huge page's backing only then), so a checkpointer
+// prepares its image off the training thread, and stops that work when a checkpoint needs the image
+// sooner. The image is pinned for `for_device` (a snapshot of device state copies into it by DMA).
 StoragePtr touched_image(int64_t bytes, const std::atomic<bool>* stop = nullptr,
                          Device for_device = Device::cpu());
 

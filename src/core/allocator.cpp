@@ -71,8 +71,8 @@ BlockCache& cache() {
 // and ask for transparent huge pages (this kernel's THP mode is "madvise": without the advice
 // every tensor lives on 4 KiB pages). Weights, gradients and optimizer moments are streamed
 // whole every step, by OpenBLAS packing its operands, by AdamW and by zero_grad, and with 4 KiB
-// pages every page of those streams costs a TLB miss: AdamW over 124M parameters took 87-88 ms
-// on 4 KiB pages and 78-79 ms on huge ones (braid_micro_bench).
+// pages every page of those streams costs a TLB miss, which huge pages take off AdamW's time
+// over 124M parameters (braid_micro_bench's BM_AdamW).
 //
 // Blocks of kPageAlignMinBytes and more start on a 4 KiB page boundary, so that a checkpoint
 // snapshot image below kHugeMinBytes can still go to the disk in place with direct I/O,

@@ -178,8 +178,8 @@ void ring_reduce_scatter(const void* in, void* out, int64_t total, DType dtype, 
 // Copies `bytes` from `from` to `to` in slices with a test of the step before each. Open MPI's
 // shared-memory transport moves a large message inside the receiver's test, so testing first
 // pulls the arriving chunk at once and the copy then overlaps the peer pulling ours. Copying
-// first and testing after put the all_gather a median 3.5-7% over MPI_Allgatherv at 1 MiB and
-// 18% at 32 MiB on 2 ranks here; in slices, 2-3% and 0% (docs/performance.md).
+// first and testing after left the all_gather behind MPI_Allgatherv, most at large messages;
+// in slices it keeps level (benchmarks/collectives).
 void copy_while_progressing(RingStep& step, const void* from, void* to, size_t bytes) {
   constexpr size_t kSlice = size_t{256} << 10;
   for (size_t offset = 0; offset < bytes; offset += kSlice) {

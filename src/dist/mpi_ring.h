@@ -1,9 +1,9 @@
 // Ring reduce-scatter and all-gather over non-blocking point-to-point messages (internal); the
 // MPI backend's all_reduce is one of each, in place.
 //
-// Why not MPI's collectives: on this project's Open MPI (4.1) the ring reduce_scatter measured
-// 1.4-2.5x faster than MPI_Reduce_scatter at 1-64 MiB on 2-4 ranks, and the ring all_gather and
-// all_reduce level with MPI_Allgatherv and MPI_Allreduce (docs/performance.md). Above all a
+// Why not MPI's collectives: on this project's Open MPI (4.1) the ring reduce_scatter is faster
+// than MPI_Reduce_scatter from 1 MiB up, and the ring all_gather and all_reduce keep level with
+// MPI_Allgatherv and MPI_Allreduce (benchmarks/collectives, docs/performance.md). Above all a
 // polled ring can be abandoned: a rank whose group timed out stops waiting and reports, where
 // a thread blocked inside an MPI collective cannot be released.
 //

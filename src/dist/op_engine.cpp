@@ -218,8 +218,8 @@ void OpEngine::shutdown() {
 
 // Runs the operation of `work` on the calling thread when it is next in line, is a polled run,
 // and the progress thread is not running an operation. A wait() right after the issue then
-// skips the hand-off to the progress thread and the wake-up back (together 15-30 us per
-// operation when measured, docs/performance.md). A polled run still gives up when the group
+// skips the hand-off to the progress thread and the wake-up back, two thread switches per
+// operation. A polled run still gives up when the group
 // fails (the watchdog sees the op), so wait() keeps its timeout and diagnosis. Blocking runs
 // stay on the progress thread, which may be left inside one.
 void OpEngine::run_if_next(const EngineWork& work) {
@@ -237,7 +237,7 @@ void OpEngine::run_if_next(const EngineWork& work) {
   fail_if_group_error_locked(op);
   retire_one_locked(std::move(caller_op_));
   // Wake the progress thread only for what was queued behind this op: a needless wake-up
-  // displaces a thread on a busy machine, 5-10 us of a 1 MiB all_gather on 2 ranks here.
+  // displaces a thread on a busy machine, a cost a small collective notices.
   if (!queue_.empty()) queue_cv_.notify_one();
   cv_.notify_all();  // shutdown() waits for the caller's op too
   lock.unlock();

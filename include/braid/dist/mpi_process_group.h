@@ -8,8 +8,8 @@
 // - Algorithms: all_reduce, reduce_scatter and all_gather are braid's own ring over
 //   point-to-point messages on a second private communicator (all_reduce is a reduce_scatter
 //   into each rank's chunk, then an all_gather, in place): faster than or level with Open MPI's
-//   here (docs/performance.md), and polled, so a timed-out rank stops waiting instead of
-//   staying blocked inside MPI. Chunk i is folded from rank i + 1 onward,
+//   (benchmarks/collectives, docs/performance.md), and polled, so a timed-out rank stops waiting
+//   instead of staying blocked inside MPI. Chunk i is folded from rank i + 1 onward,
 //   ((x[i+1] + x[i+2]) + ...) + x[i]: a fixed order for a given group size, the same in
 //   all_reduce and reduce_scatter. broadcast, barrier and split are MPI's blocking calls.
 // - Starting: a wait() on the next operation runs its ring on the caller's thread. Otherwise

@@ -1,10 +1,9 @@
 // ReadyGradSquares: each parameter's gradient sum of squares, taken as the gradient becomes final.
 //
 // Clipping needs the global gradient norm before any update. A separate pass after the
-// backward reads every gradient back from memory (22-27 ms of a ~950 ms step on GPT-2 124M's
-// shape on this 2-core machine). The grad-ready hook sees each gradient the moment the
-// backward has finished it, partly still in cache: there the same squares cost the backward
-// ~10-25 ms more, a net ~1% of the step (docs/performance.md). The clip then adds the recorded
+// backward reads every gradient back from memory. The grad-ready hook sees each gradient the
+// moment the backward has finished it, partly still in cache, where the same squares cost the
+// backward less than that pass did. The clip then adds the recorded
 // values in the same parameter order, and each was computed by the same kernel on the same
 // bits, so the norm is bitwise the one a separate pass computes.
 //

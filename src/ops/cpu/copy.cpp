@@ -11,9 +11,9 @@ namespace braid::ops::cpu {
 namespace {
 
 // Dense bytes from src to dst. A large copy is split over the OpenMP threads: one thread's
-// memcpy reached 7-9 GB/s on these machines and two together 28 GB/s, and the large dense
-// copies (checkpoint snapshots, an overlapped window's gradients) happen while the training
-// threads wait for them. Overlapping ranges keep memmove's single pass.
+// memcpy reaches only a fraction of the memory bandwidth that several together do, and the
+// large dense copies (checkpoint snapshots, an overlapped window's gradients) happen while the
+// training threads wait for them. Overlapping ranges keep memmove's single pass.
 void copy_bytes(void* dst, const void* src, size_t n) {
   constexpr size_t kParallelBytes = size_t{1} << 20;
   auto* d = static_cast<char*>(dst);

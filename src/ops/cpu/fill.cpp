@@ -25,7 +25,8 @@ void stream_fill(float* p, int64_t n, float value) {
 }
 
 // Dense f32 fill. Buffers past the caches are streamed: zero_grad of a 124M-parameter model
-// writes 497 MB, which took 27 ms on two threads here with ordinary stores and 13-14 ms streamed.
+// writes 497 MB, and non-temporal stores skip reading each line into the cache before writing
+// it, about halving the time ordinary stores take.
 void fill_dense_f32(float* p, int64_t n, float value) {
   constexpr int64_t kStreamFrom = (8 << 20) / sizeof(float);
   if (n < kStreamFrom) {

@@ -68,9 +68,9 @@ bool cut_into_chunks(const GemmProduct& p) {
 }
 
 // On two threads the products run at once, each whole on one thread. A single-threaded GEMM
-// packs its operands once and ends without waiting for a partner: on GPT-2 124M's block shapes
-// a linear layer's two gradient products took 0.89-1.02x the time of the two 2-thread GEMMs in
-// sequence, and 0.87-1.16x on a 256-wide model's (cold-cache probes, docs/performance.md). One
+// packs its operands once and ends without waiting for a partner: on GPT-2 124M's and on a
+// 256-wide model's block shapes a linear layer's two gradient products took about the time of
+// the two 2-thread GEMMs in sequence, sometimes less (cold-cache probes). One
 // thread runs them in turn, with the same results. With more threads (not measured), or a product
 // that split_gemm.h cuts, each product gets all the threads in turn.
 void gemm_pair(const GemmProduct& first, const GemmProduct& second) {

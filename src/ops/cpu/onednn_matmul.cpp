@@ -69,7 +69,7 @@ CachedMatmul make_matmul(int64_t m, int64_t n, int64_t k, int64_t lda, int64_t l
 const CachedMatmul& cached_matmul(const MatmulKey& key) {
   static std::mutex mutex;
   // A training run meets a few dozen shapes; generation adds one per context length (rows are
-  // at most 512 here, so the cache stays bounded), and creating one takes ~0.1 ms.
+  // at most 512 here, so the cache stays bounded), and creating one costs far more than a call.
   static std::map<MatmulKey, CachedMatmul> cache;
   std::lock_guard<std::mutex> lock(mutex);
   auto it = cache.find(key);

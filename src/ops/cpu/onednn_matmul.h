@@ -8,7 +8,7 @@ namespace braid::ops::cpu {
 // Whether C = op(A) op(B) (+ C) goes through onednn_matmul. Only the forward product of a
 // linear layer, X W^T, with few rows (m <= 512) and a long reduction (k >= 512) does: there the
 // primitive's blocked kernels keep up when the weight comes from memory rather than cache, and
-// oneDNN 2.6's sgemm loses 3-30% (cold-cache sweep on AVX-512, docs/performance.md). With
+// oneDNN 2.6's sgemm falls behind (cold-cache sweep on AVX-512). With
 // many rows or a short reduction sgemm was as fast or faster, and for the gradient products
 // (N N, T N) it always was. The choice depends on the shape only, so a run is reproducible.
 bool matmul_primitive_suits(bool trans_a, bool trans_b, int64_t m, int64_t k, float alpha,

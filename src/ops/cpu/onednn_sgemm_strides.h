@@ -5,10 +5,10 @@
 // its "no-copy" kernels, which read A and B in place instead of packing them. An operand whose
 // rows run along the reduction (B untransposed, A transposed) is then read many rows at a time,
 // and unless its rows start an odd number of cache lines apart they share a subset of the L1 sets
-// and evict each other. On AVX2 (Zen 3), copying such an operand to an odd-line stride first made
-// these products 0-16% faster at most strides and 2.1x faster at multiples of 1024 floats, the
-// copy included (docs/performance.md). On AVX-512 oneDNN's own selection keeps no-copy kernels
-// off the worst strides, and nothing is copied there.
+// and evict each other. On AVX2 (Zen 3), copying such an operand to an odd-line stride first makes
+// these products faster, the copy included, most of all at multiples of 1024 floats (measured
+// with braid_micro_bench; the analysis is in git's history of docs/performance.md). On AVX-512
+// oneDNN's own selection keeps no-copy kernels off the worst strides, and nothing is copied there.
 #pragma once
 
 #include <cstdint>

@@ -1,9 +1,9 @@
 // row_major_sgemm through the library chosen at configure time.
 //
 // oneDNN is the default: at the 256-1024 rows of a CPU training micro-batch its JIT sgemm runs
-// the forward (X W^T) and input-gradient (dY W) products 5-25% faster than OpenBLAS 0.3.21 on
-// AVX-512 (docs/performance.md); both are built on libgomp, so either shares braid's OpenMP
-// thread pool.
+// the forward (X W^T) and input-gradient (dY W) products faster than OpenBLAS 0.3.21 on
+// AVX-512 (braid_micro_bench's BM_MatmulOp against BM_OpenBlasSgemm*); both are built on libgomp,
+// so either shares braid's OpenMP thread pool.
 #include "ops/cpu/sgemm_backend.h"
 
 #include <cstring>
@@ -103,7 +103,7 @@ void library_sgemm_bias(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_
 
 // The product, cut into chunks for the threads where it is vocabulary-sized (split_gemm.h).
 // Products the matmul primitive takes stay whole: it spreads its own work over the threads, and
-// cut into single-threaded chunks it was no faster (docs/performance.md).
+// cut into single-threaded chunks it was no faster.
 void split_or_whole_sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
                           const float* a, int64_t lda, const float* b, int64_t ldb, float beta,
                           float* c, int64_t ldc, const float* bias) {

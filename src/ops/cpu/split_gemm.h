@@ -1,11 +1,10 @@
 // One large GEMM cut into chunks that the threads take one at a time as they finish, instead of
 // the two fixed halves the BLAS library splits it into.
 //
-// On this shared machine the two cores' speeds differ from moment to moment (one thread's half
-// of a GEMM took 7-11% longer than the other's in the median call, docs/performance.md), and with
-// fixed halves the faster thread waits at the end. Handed out in ~16 chunks, the faster thread
-// simply takes more of them. Only products with one dimension as long as a vocabulary are cut:
-// there a chunk is still a large, efficient GEMM.
+// On a shared machine the cores' speeds differ from moment to moment (one thread's half of a
+// GEMM often takes longer than the other's), and with fixed halves the faster thread waits at the
+// end. Handed out in ~16 chunks, the faster thread simply takes more of them. Only products with
+// one dimension as long as a vocabulary are cut: there a chunk is still a large, efficient GEMM.
 #pragma once
 
 #include <cstdint>
