@@ -223,10 +223,13 @@ def render_micro(name, doc):
                                                         b.get("repetition_index", 0)))):
         where = f"{name}: benchmarks[{i}]"
         bps = b.get("bytes_per_second")
+        # Google Benchmark stores the "GFLOP/s" rate counter in FLOP/s (it prints it with a G).
+        flops = b.get("GFLOP/s")
         runs = need(b, "repetitions", where) if medians else 1
         rows.append([b.get("run_name", need(b, "name", where)), runs,
                      num(need(b, "real_time", where), 3), need(b, "time_unit", where),
-                     "-" if bps is None else num(bps / 1e9, 2), num(b.get("GFLOP/s"), 1)])
+                     "-" if bps is None else num(bps / 1e9, 2),
+                     "-" if flops is None else num(flops / 1e9, 1)])
     return table(["benchmark", "runs (median of)", "real time", "unit", "GB/s", "GFLOP/s"], rows)
 
 

@@ -117,9 +117,10 @@ class PerformancePageTest(unittest.TestCase):
             ["zero_grad", "5.0", "1.0%"], ["forward", "125.0", "25.0%"],
             ["backward", "300.0", "60.0%"], ["grad_norm", "20.0", "4.0%"],
             ["adamw", "50.0", "10.0%"], ["step", "500.0", "100.0%"]])
-        # Medians of the repetitions only; bytes/s in GB/s.
+        # Medians of the repetitions only; bytes/s in GB/s, the FLOP/s counter in GFLOP/s.
         self.assertEqual(table_rows(section(page, "micro")), [
             ["BM_AdamW/124475904/real_time", "3", "65.000", "ms", "50.00", "-"],
+            ["BM_MatmulOp/256/768/3072/real_time", "3", "6.800", "ms", "-", "180.0"],
             ["BM_Memcpy/124475904/real_time", "3", "30.000", "ms", "33.20", "-"]])
         self.assertNotIn("## Not measured yet", page)
 
