@@ -54,11 +54,12 @@ bool stream_done(void* stream, int device_index) {
   return finished(cudaStreamQuery(static_cast<cudaStream_t>(stream)), "cudaStreamQuery");
 }
 
-void* create_event(int device_index) {
+void* create_event(int device_index, EventTiming timing) {
   DeviceGuard guard(device_index);
   cudaEvent_t event = nullptr;
-  // Ordering only, no timing: such events are cheaper to record and wait for.
-  BRAID_CUDA_CHECK(cudaEventCreateWithFlags(&event, cudaEventDisableTiming));
+  // Ordering-only events skip the timestamp, which makes them cheaper to record and wait for.
+  BRAID_CUDA_CHECK(cudaEventCreateWithFlags(
+      &event, timing == EventTiming::on ? cudaEventDefault : cudaEventDisableTiming));
   return event;
 }
 
@@ -91,6 +92,14 @@ bool event_done(void* event, int device_index) {
 void event_synchronize(void* event, int device_index) {
   DeviceGuard guard(device_index);
   BRAID_CUDA_CHECK(cudaEventSynchronize(static_cast<cudaEvent_t>(event)));
+}
+
+float elapsed_ms(void* start, void* end, int device_index) {
+  DeviceGuard guard(device_index);
+  float ms = 0;
+  BRAID_CUDA_CHECK(
+      cudaEventElapsedTime(&ms, static_cast<cudaEvent_t>(start), static_cast<cudaEvent_t>(end)));
+  return ms;
 }
 
 void copy_on_stream(void* dst, Device dst_device, const void* src, Device src_device, size_t bytes,
@@ -128,6 +137,7 @@ void register_stream_ops() {
   ops.wait = &wait_event;
   ops.event_done = &event_done;
   ops.event_synchronize = &event_synchronize;
+  ops.elapsed_ms = &elapsed_ms;
   ops.copy = &copy_on_stream;
   braid::register_stream_ops(DeviceKind::cuda, ops);
 }

@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "braid/core/allocator.h"
+#include "braid/core/device_trace.h"
 #include "braid/core/error.h"
 #include "braid/core/storage.h"
 
@@ -68,13 +69,16 @@ Event::~Event() {
 }
 
 Event::Event(Event&& other) noexcept
-    : device_(other.device_), native_(std::exchange(other.native_, nullptr)) {}
+    : device_(other.device_),
+      native_(std::exchange(other.native_, nullptr)),
+      timing_(other.timing_) {}
 
 Event& Event::operator=(Event&& other) noexcept {
   if (this != &other) {
     reset();
     device_ = other.device_;
     native_ = std::exchange(other.native_, nullptr);
+    timing_ = other.timing_;
   }
   return *this;
 }
@@ -94,7 +98,7 @@ void Event::record(const Stream& stream) {
   // A backend event belongs to one device: recording on another device's stream needs a new one.
   if (native_ != nullptr && device_ != stream.device()) reset();
   if (native_ == nullptr) {
-    native_ = ops.create_event(stream.device().index);
+    native_ = ops.create_event(stream.device().index, timing_);
     device_ = stream.device();
   }
   ops.record(native_, stream.native(), device_.index);
@@ -106,6 +110,25 @@ bool Event::done() const {
 
 void Event::synchronize() const {
   if (native_ != nullptr) stream_ops(device_.kind).event_synchronize(native_, device_.index);
+}
+
+double Event::elapsed_ms(const Event& start, const Event& end) {
+  for (const Event* e : {&start, &end}) {
+    BRAID_CHECK(e->timing_ == EventTiming::on,
+                "Event::elapsed_ms: the {} event was made without timing; construct it as "
+                "Event(EventTiming::on)",
+                e == &start ? "start" : "end");
+    BRAID_CHECK(e->native_ != nullptr,
+                "Event::elapsed_ms: the {} event was never recorded on a device stream (CPU "
+                "work is done as it is issued, so its events hold no time)",
+                e == &start ? "start" : "end");
+  }
+  BRAID_CHECK(start.device_ == end.device_,
+              "Event::elapsed_ms: the events were recorded on {} and {}; times compare only on "
+              "one device",
+              start.device_.str(), end.device_.str());
+  end.synchronize();
+  return stream_ops(end.device_.kind).elapsed_ms(start.native_, end.native_, end.device_.index);
 }
 
 void copy_async(void* dst, Device dst_device, const void* src, Device src_device, size_t bytes,
@@ -122,6 +145,11 @@ void copy_async(void* dst, Device dst_device, const void* src, Device src_device
       "copy_async from {} to {} on {}'s {} stream: the stream must belong to a device of "
       "the copy",
       src_device.str(), dst_device.str(), stream.device().str(), stream_role_name(stream.role()));
+  trace::DeviceSpan span(stream, "copy",
+                         src_device.is_cpu()   ? "copy host to device"
+                         : dst_device.is_cpu() ? "copy device to host"
+                                               : "copy device to device");
+  if (span.active()) span.arg({"bytes", static_cast<int64_t>(bytes)});
   stream_ops(stream.device().kind)
       .copy(dst, dst_device, src, src_device, bytes, stream.native(), stream.device().index);
 }

@@ -11,6 +11,7 @@
 #include <mutex>
 #include <nlohmann/json.hpp>
 
+#include "braid/core/device_trace.h"
 #include "braid/core/error.h"
 
 namespace braid::trace {
@@ -181,6 +182,7 @@ void name_this_thread(std::string name) {
 }
 
 void start(int pid, std::string process_name) {
+  detail::clear_device_spans();
   Recorder& r = recorder();
   std::lock_guard lock(r.mutex);
   r.events.clear();
@@ -191,6 +193,8 @@ void start(int pid, std::string process_name) {
 }
 
 void stop() {
+  // While still recording: the device spans become events only once their events are read.
+  detail::resolve_device_spans();
   Recorder& r = recorder();
   std::lock_guard lock(r.mutex);
   detail::recording.store(false, std::memory_order_relaxed);

@@ -64,10 +64,15 @@ class Stream {
   void* native_ = nullptr;
 };
 
+// Whether an Event can measure time (Event::elapsed_ms). Ordering-only events (the default) are
+// cheaper to record and wait for; timed ones are for tracing.
+enum class EventTiming : uint8_t { off, on };
+
 // A point in a stream's work. Move-only; the backend event is created at the first record.
 class Event {
  public:
   Event() = default;
+  explicit Event(EventTiming timing) : timing_(timing) {}
   ~Event();
   Event(Event&& other) noexcept;
   Event& operator=(Event&& other) noexcept;
@@ -82,6 +87,12 @@ class Event {
   // Blocks the host until the recorded work has finished.
   void synchronize() const;
 
+  // Milliseconds of device time from `start` to `end`, both timed (EventTiming::on) and recorded
+  // on streams of one device; blocks until `end` has finished. An error names what is missing
+  // (CPU events, which record nothing, have no time either).
+  static double elapsed_ms(const Event& start, const Event& end);
+
+  EventTiming timing() const { return timing_; }
   Device device() const { return device_; }
   void* native() const { return native_; }  // a cudaEvent_t, nullptr until recorded on a device
 
@@ -89,6 +100,7 @@ class Event {
   void reset();
   Device device_;
   void* native_ = nullptr;
+  EventTiming timing_ = EventTiming::off;
 };
 
 // Copies `bytes` dense bytes on `stream`, in its order, and returns without waiting for the
@@ -113,12 +125,14 @@ struct StreamOps {
   void* (*get)(int device_index, StreamRole role) = nullptr;
   void (*synchronize)(void* stream, int device_index) = nullptr;
   bool (*done)(void* stream, int device_index) = nullptr;
-  void* (*create_event)(int device_index) = nullptr;
+  void* (*create_event)(int device_index, EventTiming timing) = nullptr;
   void (*destroy_event)(void* event, int device_index) = nullptr;  // never throws
   void (*record)(void* event, void* stream, int device_index) = nullptr;
   void (*wait)(void* stream, int stream_device_index, void* event) = nullptr;
   bool (*event_done)(void* event, int device_index) = nullptr;
   void (*event_synchronize)(void* event, int device_index) = nullptr;
+  // Milliseconds between two finished timed events of device `device_index`.
+  float (*elapsed_ms)(void* start, void* end, int device_index) = nullptr;
   void (*copy)(void* dst, Device dst_device, const void* src, Device src_device, size_t bytes,
                void* stream, int device_index) = nullptr;
 };

@@ -123,7 +123,8 @@ void name_this_thread(std::string name);
 // Starts recording (clearing earlier events) with the time origin now; `pid` and
 // `process_name` label this process in the written trace (a rank and its grid coordinates).
 void start(int pid, std::string process_name);
-// Stops recording; the events stay until written or the next start().
+// Stops recording; the events stay until written or the next start(). Waits for the device work
+// the device spans (braid/core/device_trace.h) cover, to read their times.
 void stop();
 // Number of events recorded since start().
 size_t event_count();

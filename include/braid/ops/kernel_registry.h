@@ -7,8 +7,10 @@
 #include <array>
 #include <string_view>
 #include <unordered_map>
+#include <utility>
 
 #include "braid/core/device.h"
+#include "braid/core/device_trace.h"
 #include "braid/core/error.h"
 
 namespace braid::ops {
@@ -36,9 +38,30 @@ class KernelRegistry {
   std::unordered_map<std::string_view, std::array<void*, kNumDeviceKinds>> table_;
 };
 
+// A kernel of the table bound to the device it runs on. While a trace records, a call on a
+// device is a device span named after the kernel on the device's compute stream (the stream
+// every kernel runs on), so the trace shows what the device ran and for how long.
+template <class Sig, class Fn = typename Sig::Fn>
+class KernelCall;
+
+template <class Sig, class... Args>
+class KernelCall<Sig, void (*)(Args...)> {
+ public:
+  KernelCall(void (*fn)(Args...), Device device) : fn_(fn), device_(device) {}
+  void operator()(Args... args) const {
+    if (!trace::enabled() || device_.is_cpu()) return fn_(std::forward<Args>(args)...);
+    trace::DeviceSpan span(Stream::compute(device_), "kernel", Sig::kName);
+    fn_(std::forward<Args>(args)...);
+  }
+
+ private:
+  void (*fn_)(Args...);
+  Device device_;
+};
+
 template <class Sig>
-typename Sig::Fn kernel(Device device) {
-  return KernelRegistry::instance().get<Sig>(device.kind);
+KernelCall<Sig> kernel(Device device) {
+  return KernelCall<Sig>(KernelRegistry::instance().get<Sig>(device.kind), device);
 }
 
 // Filled by src/ops/cpu/register_cpu_kernels.cpp and, in CUDA builds, kernels/register.cu.

@@ -1,6 +1,7 @@
 // training.trace_steps on the emulated device: the trace holds every block's forward and
-// backward (host spans: the time to issue them) and the update, the phase split is measured,
-// and a traced run trains bitwise like an untraced one.
+// backward (host spans: the time to issue them), the update, and the device's own track with
+// every kernel as the device ran it; the phase split is measured, and a traced run trains
+// bitwise like an untraced one.
 #include <gtest/gtest.h>
 
 #include <fstream>
@@ -35,12 +36,29 @@ TEST_F(DeviceTrainingTest, TracedDeviceStepsHoldEveryBlockAndTrainLikeUntracedOn
   std::ifstream in(dir_ / "run" / "trace.json");
   ASSERT_TRUE(in.good());
   const nlohmann::json events = nlohmann::json::parse(in).at("traceEvents");
-  std::multiset<std::string> names;
+  int device_track = -1;
+  for (const auto& e : events)
+    if (e.at("ph") == "M" && e.at("name") == "thread_name" &&
+        e.at("args").at("name") == "cuda:0 compute")
+      device_track = e.at("tid").get<int>();
+  ASSERT_GE(device_track, 0) << "no track of cuda:0's compute stream";
+  std::multiset<std::string> names, kernels;
+  double device_end = 0, step2_start = -1;
   for (const auto& e : events)
     if (e.at("ph") == "X") {
-      EXPECT_GE(e.at("dur").get<double>(), 0.0);
-      names.insert(e.at("name").get<std::string>());
+      const double ts = e.at("ts").get<double>(), dur = e.at("dur").get<double>();
+      EXPECT_GE(dur, 0.0);
+      if (e.at("tid").get<int>() != device_track) {
+        names.insert(e.at("name").get<std::string>());
+        if (e.at("name") == "step 2") step2_start = ts;
+        continue;
+      }
+      kernels.insert(e.at("name").get<std::string>());
+      // The stream runs one kernel at a time: the spans follow each other.
+      EXPECT_GE(ts + 1e-3, device_end) << e.at("name");
+      device_end = ts + dur;
     }
+  ASSERT_GE(step2_start, 0);
   EXPECT_EQ(names.count("step 1"), 0u);
   EXPECT_EQ(names.count("step 2"), 1u);
   EXPECT_EQ(names.count("step 3"), 1u);
@@ -52,6 +70,12 @@ TEST_F(DeviceTrainingTest, TracedDeviceStepsHoldEveryBlockAndTrainLikeUntracedOn
     EXPECT_EQ(names.count(fmt::format("forward block {}", b)), passes) << b;
     EXPECT_EQ(names.count(fmt::format("backward block {}", b)), passes) << b;
   }
+  // Without recompute, one attention forward and backward per block and pass; one fused AdamW
+  // launch per traced step at least.
+  EXPECT_EQ(kernels.count("attention_forward"), passes * static_cast<size_t>(layers));
+  EXPECT_EQ(kernels.count("attention_backward"), passes * static_cast<size_t>(layers));
+  EXPECT_GE(kernels.count("gemm"), passes * static_cast<size_t>(layers) * 4);
+  EXPECT_GE(kernels.count("adamw_group_device"), 2u);
 }
 
 }  // namespace

@@ -61,8 +61,8 @@ StreamOps recording_ops() {
   };
   ops.synchronize = [](void* s, int d) { g_calls.push_back(fmt::format("sync {} {}", s, d)); };
   ops.done = [](void*, int) { return false; };
-  ops.create_event = [](int d) {
-    g_calls.push_back(fmt::format("create {}", d));
+  ops.create_event = [](int d, EventTiming timing) {
+    g_calls.push_back(fmt::format("create {}{}", d, timing == EventTiming::on ? " timed" : ""));
     return handle(0x9000 + static_cast<uintptr_t>(d));
   };
   ops.destroy_event = [](void* e, int d) { g_calls.push_back(fmt::format("destroy {} {}", e, d)); };
@@ -75,6 +75,10 @@ StreamOps recording_ops() {
   ops.event_done = [](void*, int) { return false; };
   ops.event_synchronize = [](void* e, int d) {
     g_calls.push_back(fmt::format("event sync {} {}", e, d));
+  };
+  ops.elapsed_ms = [](void* start, void* end, int d) {
+    g_calls.push_back(fmt::format("elapsed {} to {} on {}", start, end, d));
+    return 2.5f;
   };
   ops.copy = [](void* dst, Device dd, const void* src, Device sd, size_t bytes, void* s, int d) {
     g_calls.push_back(fmt::format("copy {} {}->{} on {} {}", bytes, sd.str(), dd.str(), s, d));
@@ -129,6 +133,36 @@ TEST_F(StreamDispatch, StreamsAndEventsReachTheBackendWithTheirHandles) {
       "destroy 0x9002 2",
   };
   EXPECT_EQ(g_calls, expected);
+}
+
+TEST_F(StreamDispatch, ElapsedTimeNeedsTimedEventsRecordedOnOneDevice) {
+  const Stream compute = Stream::compute(Device::cuda(1));
+  Event start(EventTiming::on), end(EventTiming::on);
+  EXPECT_ERROR_CONTAINS(Event::elapsed_ms(start, end), "the start event was never recorded");
+  start.record(compute);
+  EXPECT_ERROR_CONTAINS(Event::elapsed_ms(start, end), "the end event was never recorded");
+  end.record(compute);
+  g_calls.clear();
+  EXPECT_EQ(Event::elapsed_ms(start, end), 2.5);
+  // The end event is waited for first: the backend's elapsed time needs both finished.
+  const std::vector<std::string> expected = {"event sync 0x9001 1",
+                                             "elapsed 0x9001 to 0x9001 on 1"};
+  EXPECT_EQ(g_calls, expected);
+
+  Event untimed;
+  untimed.record(compute);
+  EXPECT_ERROR_CONTAINS(Event::elapsed_ms(start, untimed),
+                        "the end event was made without timing; construct it as "
+                        "Event(EventTiming::on)");
+  Event elsewhere(EventTiming::on);
+  elsewhere.record(Stream::compute(Device::cuda(2)));
+  EXPECT_ERROR_CONTAINS(Event::elapsed_ms(start, elsewhere),
+                        "recorded on cuda:1 and cuda:2; times compare only on one device");
+  Event on_cpu(EventTiming::on);
+  on_cpu.record(Stream());
+  EXPECT_ERROR_CONTAINS(Event::elapsed_ms(on_cpu, end), "the start event was never recorded");
+  EXPECT_EQ(start.timing(), EventTiming::on);
+  EXPECT_EQ(untimed.timing(), EventTiming::off);
 }
 
 TEST_F(StreamDispatch, CopyAsyncRunsOnTheGivenStream) {
