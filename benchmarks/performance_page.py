@@ -248,10 +248,11 @@ def top_meta(doc):
 # name, result files, the command that writes them, what it measures, renderer, metadata reader.
 BENCHMARKS = [
     {"name": "checkpoint_stall", "files": ["checkpoint_stall.json"],
-     "command": "benchmarks/checkpoint_stall.sh",
-     "measures": "How long save_checkpoint() stops training in each checkpoint mode (sync, async), "
-                 "for the small GPT and GPT-2 124M's shape every 10 and 50 steps, and what the "
-                 "checkpoints cost the steps after them and the whole run.",
+     "command": "benchmarks/checkpoint_stall.sh --modes sync,async,overlapped --steps-124m 110 "
+                "--after 8",
+     "measures": "How long save_checkpoint() stops training in each checkpoint mode (sync, async, "
+                 "overlapped), for the small GPT and GPT-2 124M's shape every 10 and 50 steps, "
+                 "and what the checkpoints cost the steps after them and the whole run.",
      "render": render_checkpoint_stall, "meta": top_meta},
     {"name": "collectives", "files": ["collectives_np2.json", "collectives_np4.json"],
      "command": "benchmarks/collectives/run.sh",

@@ -135,7 +135,8 @@ class PerformancePageTest(unittest.TestCase):
         page = self.generate()
         lines = section(page, "Not measured yet")
         self.assertEqual([l for l in lines if l.startswith("- ")], [
-            "- checkpoint_stall: `benchmarks/checkpoint_stall.sh`",
+            "- checkpoint_stall: `benchmarks/checkpoint_stall.sh --modes sync,async,overlapped "
+            "--steps-124m 110 --after 8`",
             "- dp_overlap: `mpirun -np 2 --oversubscribe --allow-run-as-root --bind-to none "
             "build/benchmarks/dp_overlap --json "
             "benchmarks/results/dp_overlap.json`",
