@@ -2,12 +2,14 @@
 # braid as outside projects use it, on the compiler's default C++ standard: installs the build
 # into a scratch prefix, then builds and runs (a) examples/minimal and (b) the README's program
 # against it with find_package, and (c) configures the README's add_subdirectory(braid) project
-# and compiles the program there (building libbraid again is left out: minutes on CI's cores).
+# and compiles the program there (building libbraid again is left out: minutes on CI's cores;
+# with BRAID_PACKAGE_LINK_SUBDIR=1 it builds libbraid there too, links the program and runs it).
 #   package_test.sh --source DIR --build DIR --work DIR --cmake CMAKE --generator GEN
 #                   --cxx COMPILER [--launcher LAUNCHER]
 set -euo pipefail
 me=package_test.sh
 launcher=""
+link_subdir=${BRAID_PACKAGE_LINK_SUBDIR:-0}
 while [ $# -gt 0 ]; do
   case $1 in
     --source) source_dir=$2 ;;
@@ -108,6 +110,11 @@ case $generator in
   Ninja*) object=CMakeFiles/app.dir/main.cpp.o ;;
   *) object=main.cpp.o ;;
 esac
-build subdir "$object"
-echo "$me: subdir: configured with add_subdirectory(braid) and compiled main.cpp"
+if [ "$link_subdir" = 1 ]; then
+  build subdir app
+  run_training subdir "$work/subdir/app"
+else
+  build subdir "$object"
+  echo "$me: subdir: configured with add_subdirectory(braid) and compiled main.cpp"
+fi
 echo "$me: ok"
