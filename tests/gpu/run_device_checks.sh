@@ -197,10 +197,15 @@ else
     --set checkpoint.dir="" --set checkpoint.every_steps=0 --set resume="")
   cd "$root"  # the config's data paths are relative to the repository
   for device in cpu cuda; do
+    # The device run also traces steps 10-11 into $out/cuda_run/trace.json (host spans and the
+    # device's kernel track; a traced step trains bitwise like an untraced one).
+    traced=()
+    [ "$device" = cuda ] &&
+      traced=(--set training.trace_steps=10:11 --set training.run_dir="$out/cuda_run")
     # The run's own log, for the comparison, and a copy in train.log.
     run_phase "train-$device" train.log "$t_train" bash -o pipefail -c \
       'log=$1; shift; "$@" 2>&1 | tee "$log"' _ "$runs/$device.log" "$pretrain" "${tiny[@]}" \
-      --set training.device=$device
+      --set training.device=$device "${traced[@]}"
   done
   run_phase compare-losses train.log 30 python3 "$root/tests/gpu/compare_losses.py" \
     "$runs/cpu.log" "$runs/cuda.log" --rtol 1e-4
