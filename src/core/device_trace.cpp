@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include <cstdint>
 #include <map>
 #include <mutex>
 #include <string>
@@ -19,6 +20,7 @@ struct DeviceSpan::Pending {
   Event start{EventTiming::on};
   Event end{EventTiming::on};
   std::vector<Arg> args;
+  uint64_t trace = 0;  // DeviceSpans::trace when the span began
 };
 
 namespace {
@@ -31,6 +33,9 @@ struct Anchor {
 
 struct DeviceSpans {
   std::mutex mutex;
+  // Counts the traces started: a span that began in an earlier one (on another thread, across a
+  // stop and a start) is dropped rather than placed with the new trace's anchor.
+  uint64_t trace = 0;
   std::map<std::pair<int, int>, Anchor> anchors;  // by (device kind, index)
   std::vector<std::unique_ptr<DeviceSpan::Pending>> finished;
 };
@@ -45,15 +50,17 @@ std::pair<int, int> key(Device device) {
 }
 
 // The first span of a trace on `stream`'s device ties that device's clock to the host's.
-void ensure_anchor(const Stream& stream) {
+// Returns the trace the anchor belongs to.
+uint64_t ensure_anchor(const Stream& stream) {
   DeviceSpans& spans = device_spans();
   std::lock_guard lock(spans.mutex);
-  if (spans.anchors.contains(key(stream.device()))) return;
+  if (spans.anchors.contains(key(stream.device()))) return spans.trace;
   Anchor anchor;
   stream.synchronize();  // idle, the stream passes the anchor as it is recorded
   anchor.host = Clock::now();
   anchor.event.record(stream);
   spans.anchors.emplace(key(stream.device()), std::move(anchor));
+  return spans.trace;
 }
 
 Clock::time_point at(Clock::time_point host, double ms) {
@@ -65,8 +72,9 @@ Clock::time_point at(Clock::time_point host, double ms) {
 
 DeviceSpan::DeviceSpan(const Stream& stream, const char* category, const char* name) {
   if (!enabled() || stream.device().is_cpu()) return;
-  ensure_anchor(stream);
+  const uint64_t trace = ensure_anchor(stream);
   pending_ = std::make_unique<Pending>();
+  pending_->trace = trace;
   pending_->name = name;
   pending_->category = category;
   pending_->device = stream.device();
@@ -83,7 +91,7 @@ DeviceSpan::~DeviceSpan() {
   }
   DeviceSpans& spans = device_spans();
   std::lock_guard lock(spans.mutex);
-  spans.finished.push_back(std::move(pending_));
+  if (pending_->trace == spans.trace) spans.finished.push_back(std::move(pending_));
 }
 
 DeviceSpan& DeviceSpan::arg(Arg a) {
@@ -96,6 +104,7 @@ namespace detail {
 void clear_device_spans() {
   DeviceSpans& spans = device_spans();
   std::lock_guard lock(spans.mutex);
+  ++spans.trace;
   spans.anchors.clear();
   spans.finished.clear();
 }

@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -123,6 +124,21 @@ TEST(DeviceTime, TracedKernelsAndCopiesAreSpansOfTheirStreamInRunOrder) {
   for (const auto& [track, on_track] : tracks)
     for (const TrackSpan& s : on_track) fills += s.name == "fill";
   EXPECT_EQ(fills, 1u) << "the CPU's fill is not a device span";
+}
+
+TEST(DeviceTime, ASpanBegunInAnEarlierTraceIsDropped) {
+  if (cuda::device_count() == 0) GTEST_SKIP() << "no CUDA device";
+  cuda::ensure_registered();
+  const Stream compute = Stream::compute(kGpu);
+  Tensor x = Tensor::empty({256}, DType::f32, kGpu);
+  trace::start(0, "first");
+  auto straddling = std::make_unique<trace::DeviceSpan>(compute, "kernel", "straddling");
+  ops::kernel<ops::FillKernel>(kGpu)(1.0f, x);
+  trace::stop();
+  trace::start(0, "second");
+  straddling.reset();  // ends while the second trace records, with no anchor of its own there
+  EXPECT_NO_THROW(trace::stop());
+  EXPECT_EQ(trace::event_count(), 0u);
 }
 
 }  // namespace
