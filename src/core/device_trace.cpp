@@ -15,12 +15,11 @@ namespace braid::trace {
 struct DeviceSpan::Pending {
   std::string name;
   const char* category = "";
-  Device device;
-  StreamRole role = StreamRole::compute;
+  Stream stream;
   Event start{EventTiming::on};
   Event end{EventTiming::on};
   std::vector<Arg> args;
-  uint64_t trace = 0;  // DeviceSpans::trace when the span began
+  uint64_t started_in = 0;  // DeviceSpans::traces_started when the span began
 };
 
 namespace {
@@ -35,7 +34,7 @@ struct DeviceSpans {
   std::mutex mutex;
   // Counts the traces started: a span that began in an earlier one (on another thread, across a
   // stop and a start) is dropped rather than placed with the new trace's anchor.
-  uint64_t trace = 0;
+  uint64_t traces_started = 0;
   std::map<std::pair<int, int>, Anchor> anchors;  // by (device kind, index)
   std::vector<std::unique_ptr<DeviceSpan::Pending>> finished;
 };
@@ -54,13 +53,13 @@ std::pair<int, int> key(Device device) {
 uint64_t ensure_anchor(const Stream& stream) {
   DeviceSpans& spans = device_spans();
   std::lock_guard lock(spans.mutex);
-  if (spans.anchors.contains(key(stream.device()))) return spans.trace;
+  if (spans.anchors.contains(key(stream.device()))) return spans.traces_started;
   Anchor anchor;
   stream.synchronize();  // idle, the stream passes the anchor as it is recorded
   anchor.host = Clock::now();
   anchor.event.record(stream);
   spans.anchors.emplace(key(stream.device()), std::move(anchor));
-  return spans.trace;
+  return spans.traces_started;
 }
 
 Clock::time_point at(Clock::time_point host, double ms) {
@@ -72,26 +71,25 @@ Clock::time_point at(Clock::time_point host, double ms) {
 
 DeviceSpan::DeviceSpan(const Stream& stream, const char* category, const char* name) {
   if (!enabled() || stream.device().is_cpu()) return;
-  const uint64_t trace = ensure_anchor(stream);
+  const uint64_t started_in = ensure_anchor(stream);
   pending_ = std::make_unique<Pending>();
-  pending_->trace = trace;
+  pending_->started_in = started_in;
   pending_->name = name;
   pending_->category = category;
-  pending_->device = stream.device();
-  pending_->role = stream.role();
+  pending_->stream = stream;
   pending_->start.record(stream);
 }
 
 DeviceSpan::~DeviceSpan() {
   if (!pending_ || !enabled()) return;
   try {
-    pending_->end.record(Stream(pending_->device, pending_->role));
+    pending_->end.record(pending_->stream);
   } catch (...) {
     return;  // the device failed; the work's own error tells why, and the span is dropped
   }
   DeviceSpans& spans = device_spans();
   std::lock_guard lock(spans.mutex);
-  if (pending_->trace == spans.trace) spans.finished.push_back(std::move(pending_));
+  if (pending_->started_in == spans.traces_started) spans.finished.push_back(std::move(pending_));
 }
 
 DeviceSpan& DeviceSpan::arg(Arg a) {
@@ -104,7 +102,7 @@ namespace detail {
 void clear_device_spans() {
   DeviceSpans& spans = device_spans();
   std::lock_guard lock(spans.mutex);
-  ++spans.trace;
+  ++spans.traces_started;
   spans.anchors.clear();
   spans.finished.clear();
 }
@@ -119,10 +117,11 @@ void resolve_device_spans() {
     finished.swap(spans.finished);
   }
   for (const auto& span : finished) {
-    const Anchor& anchor = anchors.at(key(span->device));
+    const Device device = span->stream.device();
+    const Anchor& anchor = anchors.at(key(device));
     const double start_ms = Event::elapsed_ms(anchor.event, span->start);
     const double end_ms = Event::elapsed_ms(anchor.event, span->end);
-    complete_on(fmt::format("{} {}", span->device.str(), stream_role_name(span->role)),
+    complete_on(fmt::format("{} {}", device.str(), stream_role_name(span->stream.role())),
                 std::move(span->name), span->category, at(anchor.host, start_ms),
                 at(anchor.host, end_ms), std::move(span->args));
   }

@@ -1,4 +1,4 @@
-// Device spans in the step trace: work a device stream runs (kernels, copies, collectives),
+// Device spans in the step trace: work a device stream runs (the kernel table's kernels, copies),
 // timed by the device itself with timed events and placed on the stream's own track
 // ("cuda:0 compute") of the trace in braid/core/trace.h.
 //

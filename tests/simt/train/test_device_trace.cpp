@@ -43,14 +43,13 @@ TEST_F(DeviceTrainingTest, TracedDeviceStepsHoldEveryBlockAndTrainLikeUntracedOn
       device_track = e.at("tid").get<int>();
   ASSERT_GE(device_track, 0) << "no track of cuda:0's compute stream";
   std::multiset<std::string> names, kernels;
-  double device_end = 0, step2_start = -1;
+  double device_end = 0;
   for (const auto& e : events)
     if (e.at("ph") == "X") {
       const double ts = e.at("ts").get<double>(), dur = e.at("dur").get<double>();
       EXPECT_GE(dur, 0.0);
       if (e.at("tid").get<int>() != device_track) {
         names.insert(e.at("name").get<std::string>());
-        if (e.at("name") == "step 2") step2_start = ts;
         continue;
       }
       kernels.insert(e.at("name").get<std::string>());
@@ -58,7 +57,6 @@ TEST_F(DeviceTrainingTest, TracedDeviceStepsHoldEveryBlockAndTrainLikeUntracedOn
       EXPECT_GE(ts + 1e-3, device_end) << e.at("name");
       device_end = ts + dur;
     }
-  ASSERT_GE(step2_start, 0);
   EXPECT_EQ(names.count("step 1"), 0u);
   EXPECT_EQ(names.count("step 2"), 1u);
   EXPECT_EQ(names.count("step 3"), 1u);
